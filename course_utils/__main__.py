@@ -1,0 +1,52 @@
+"""Command line: ``python -m course_utils COMMAND``; ``python -m course_utils --help`` lists them."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: python -m course_utils COMMAND [ARGS]
+
+commands:
+  doctor                  check this environment and say how to fix what is missing
+  inspect [options]       parameter split, training memory and container audit of a model
+  labs build|check        regenerate labs/ from solutions/, or check they are in sync
+  publish NOTEBOOK...     re-run lessons or solutions, clean them, rebuild the labs
+  setup-git               install the per-folder nbstripout git filters
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command == "doctor":
+        from .doctor import main as run
+    elif command == "inspect":
+        from .inspector import main as run
+    elif command == "labs":
+        from .labs import main as run
+    elif command == "publish":
+        from pathlib import Path
+
+        from .notebooks import publish
+
+        if not rest:
+            print("usage: python -m course_utils publish NOTEBOOK...", file=sys.stderr)
+            return 2
+        publish([Path(p) for p in rest])
+        return 0
+    elif command == "setup-git":
+        from .notebooks import setup_git
+
+        setup_git()
+        return 0
+    else:
+        print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    return run(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

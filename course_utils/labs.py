@@ -1,0 +1,111 @@
+"""Generate the student labs from the solved notebooks with nbgrader's own preprocessors.
+
+A solution carries nbgrader (schema 3) cell metadata: answer cells with ``### BEGIN SOLUTION`` /
+``### END SOLUTION``, locked test cells with points, optionally ``### BEGIN HIDDEN TESTS``. The lab
+is the solution with answers replaced by stubs, hidden tests removed, outputs cleared, checksums
+recorded (for grading), then stripped clean like every lab.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ClearOutput,
+    ClearSolutions,
+    ComputeChecksums,
+    LockCells,
+)
+
+from .notebooks import ROOT, nbstripout_command
+
+SOLUTIONS = ROOT / "solutions"
+LABS = ROOT / "labs"
+
+
+def _preprocessors():
+    # The same order as nbgrader's generate_assignment: checksums are taken with the hidden
+    # tests in place and again after they are cleared.
+    return [
+        LockCells(),
+        ClearSolutions(),
+        ClearOutput(),
+        CheckCellMetadata(),
+        ComputeChecksums(),
+        ClearHiddenTests(),
+        ClearMarkScheme(),
+        ComputeChecksums(),
+        CheckCellMetadata(),
+    ]
+
+
+def render_lab(solution: Path) -> str:
+    """The text of the lab that ``solution`` generates."""
+    nb = nbformat.read(solution, as_version=4)
+    resources: dict = {}
+    for preprocessor in _preprocessors():
+        nb, resources = preprocessor.preprocess(nb, resources)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / solution.name
+        nbformat.write(nb, out)
+        subprocess.run(nbstripout_command("labs", str(out)), check=True)
+        return out.read_text(encoding="utf-8")
+
+
+def build_all(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[Path]:
+    labs.mkdir(exist_ok=True)
+    written = []
+    for solution in sorted(solutions.glob("*.ipynb")):
+        target = labs / solution.name
+        target.write_text(render_lab(solution), encoding="utf-8")
+        written.append(target)
+        print(f"built {target.relative_to(labs.parent)}")
+    return written
+
+
+def check_all(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[str]:
+    """Problems found: a lab that differs from what its solution builds, or a lab with no
+    solution. Empty when everything is in sync."""
+    problems = []
+    for solution in sorted(solutions.glob("*.ipynb")):
+        target = labs / solution.name
+        expected = render_lab(solution)
+        if not target.exists():
+            problems.append(f"{target}: missing; run `python -m course_utils labs build`")
+            continue
+        actual = target.read_text(encoding="utf-8")
+        if actual != expected:
+            diff = difflib.unified_diff(
+                actual.splitlines(), expected.splitlines(), "committed", "built", lineterm="", n=1
+            )
+            excerpt = "\n".join(list(diff)[:12])
+            problems.append(
+                f"{target}: differs from what its solution builds; run "
+                f"`python -m course_utils labs build`\n{excerpt}"
+            )
+    for lab in sorted(labs.glob("*.ipynb")):
+        if not (solutions / lab.name).exists():
+            problems.append(f"{lab}: has no solution in {solutions}; labs are generated only")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["build"]:
+        build_all()
+        return 0
+    if argv == ["check"]:
+        problems = check_all()
+        for p in problems:
+            print(p, file=sys.stderr)
+        print("labs: in sync with solutions" if not problems else f"labs: {len(problems)} problem(s)")
+        return 1 if problems else 0
+    print("usage: python -m course_utils labs build|check", file=sys.stderr)
+    return 2

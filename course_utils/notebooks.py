@@ -1,0 +1,93 @@
+"""Keeping notebooks clean in git, and re-running them to refresh their published outputs.
+
+One policy per folder: lessons and solutions keep outputs and execution counts (nbval compares
+against them) but lose volatile metadata; labs keep nothing. The git filters, the cleanliness
+test and ``publish`` all read the flags from here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Volatile metadata stripped everywhere, on top of nbstripout's own defaults.
+EXTRA_KEYS = "metadata.language_info.version metadata.kernelspec.display_name"
+
+STRIP_FLAGS = {
+    "notebooks": ["--keep-output", "--keep-count", "--extra-keys", EXTRA_KEYS],
+    "solutions": ["--keep-output", "--keep-count", "--extra-keys", EXTRA_KEYS],
+    "labs": ["--extra-keys", EXTRA_KEYS],
+}
+
+GIT_FILTERS = {"notebooks": "nbstripout-keep", "solutions": "nbstripout-keep", "labs": "nbstripout"}
+
+
+def folder_of(path: Path) -> str:
+    """The course folder a notebook lives in, which decides how it is cleaned."""
+    folder = Path(path).resolve().parent.name
+    if folder not in STRIP_FLAGS:
+        raise ValueError(f"{path} is not in one of {sorted(STRIP_FLAGS)}: no cleaning policy")
+    return folder
+
+
+def nbstripout_command(folder: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "nbstripout", *STRIP_FLAGS[folder], *extra]
+
+
+def strip(path: Path, verify: bool = False) -> subprocess.CompletedProcess:
+    """Clean ``path`` in place with its folder's flags (or, with ``verify``, only report)."""
+    command = nbstripout_command(folder_of(path), *(["--verify"] if verify else []), str(path))
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def course_notebooks(root: Path = ROOT) -> list[Path]:
+    return sorted(p for folder in STRIP_FLAGS for p in (root / folder).glob("*.ipynb"))
+
+
+def setup_git(root: Path = ROOT) -> None:
+    """Point git at the per-folder nbstripout filters (the attributes are in .gitattributes)."""
+    for folder, name in GIT_FILTERS.items():
+        clean = " ".join(shlex.quote(part) for part in nbstripout_command(folder))
+        subprocess.run(["git", "config", f"filter.{name}.clean", clean], cwd=root, check=True)
+        subprocess.run(["git", "config", f"filter.{name}.smudge", "cat"], cwd=root, check=True)
+    textconv = f"{shlex.quote(sys.executable)} -m nbstripout -t"
+    subprocess.run(["git", "config", "diff.ipynb.textconv", textconv], cwd=root, check=True)
+    print("git filters set: lessons and solutions keep outputs, labs are stripped on commit")
+
+
+def execute(path: Path, timeout: int = 900) -> None:
+    """Run a notebook top to bottom in a fresh kernel of this environment, in its own folder,
+    and save it with its new outputs."""
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    nbformat.write(nb, path)
+
+
+def publish(paths: list[Path]) -> None:
+    """Re-execute lessons and solutions, clean them, then rebuild the labs from the solutions."""
+    from . import labs
+
+    for path in paths:
+        if folder_of(path) == "labs":
+            raise ValueError(f"{path}: labs are generated; publish its solution instead")
+        print(f"executing {path} ...", flush=True)
+        execute(path)
+        result = strip(path)
+        if result.returncode:
+            raise RuntimeError(f"nbstripout failed on {path}: {result.stderr}")
+    labs.build_all()

@@ -1,0 +1,80 @@
+"""Interactive pieces for the lessons that still run headless under nbval.
+
+``live`` shows controls and a rendered result and re-renders in place when a control moves; the
+first render is an ordinary display, so a headless run records the same output as a live one.
+``Quiz`` reveals feedback per answer without writing any cell output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+from IPython.display import HTML, display
+
+
+def live(render, **controls: widgets.ValueWidget) -> dict:
+    """Display ``controls``, then ``render(**values)``; re-render into the same place on change.
+
+    ``render`` returns anything IPython can display: a matplotlib ``Figure`` built with
+    ``matplotlib.figure.Figure`` (not pyplot, so it is not shown twice), a string, HTML, ...
+    Returns the controls so a cell can set their values programmatically.
+    """
+
+    def values() -> dict:
+        return {name: w.value for name, w in controls.items()}
+
+    display(widgets.VBox(list(controls.values())))
+    handle = display(render(**values()), display_id=True)
+
+    def on_change(_change) -> None:
+        handle.update(render(**values()))
+
+    for control in controls.values():
+        control.observe(on_change, names="value")
+    return controls
+
+
+@dataclass
+class Question:
+    prompt: str
+    options: list[str]
+    answer: int  # index into options
+    explanation: str
+
+
+class Quiz:
+    """Multiple-choice questions; choosing an option shows whether it is right and why."""
+
+    def __init__(self, questions: list[Question]) -> None:
+        self.questions = questions
+        rows = []
+        for number, q in enumerate(questions, start=1):
+            feedback = widgets.HTML(value="")
+            choice = widgets.RadioButtons(options=q.options, value=None, layout={"width": "auto"})
+            choice.observe(self._judge(q, feedback), names="value")
+            rows.append(widgets.HTML(value=f"<b>{number}. {q.prompt}</b>"))
+            rows += [choice, feedback]
+        self.box = widgets.VBox(rows)
+
+    @staticmethod
+    def _judge(q: Question, feedback: widgets.HTML):
+        def on_choice(change) -> None:
+            if change["new"] is None:
+                return
+            right = q.options.index(change["new"]) == q.answer
+            mark = "\u2705 Right." if right else "\u274c Not quite."
+            feedback.value = f"{mark} {q.explanation}"
+
+        return on_choice
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = self.box._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = f"Quiz with {len(self.questions)} questions (pick an answer)"
+        return bundle
+
+    def answers_html(self) -> HTML:
+        items = "".join(
+            f"<li><b>{q.options[q.answer]}</b> &mdash; {q.explanation}</li>" for q in self.questions
+        )
+        return HTML(f"<ol>{items}</ol>")
