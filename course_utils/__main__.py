@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_utils COMMAND``; ``python -m course_utils --help`` lists them."""
+"""Command line: ``python -m course_utils COMMAND``; ``--help`` lists the commands."""
 
 from __future__ import annotations
 

@@ -106,7 +106,8 @@ def check_value(name: str, got, expected, *, rel_tol: float = 1e-6, abs_tol: flo
             _fail(name, f"strings differ at character {at}: expected {expected!r} got {got!r}")
     elif isinstance(expected, (list, tuple)):
         if not isinstance(got, (list, tuple)):
-            _fail(name, f"wrong type: expected a {type(expected).__name__}, got {type(got).__name__}")
+            kind = type(expected).__name__
+            _fail(name, f"wrong type: expected a {kind}, got {type(got).__name__}")
         if len(got) != len(expected):
             _fail(name, f"wrong length: expected {len(expected)} got {len(got)}")
         for i, (a, b) in enumerate(zip(got, expected)):
@@ -122,3 +123,17 @@ def check_true(name: str, condition: bool, message: str) -> None:
     if not condition:
         _fail(name, message)
     _passed(name)
+
+
+def fresh_checks():
+    """A private copy of this module, loaded from its file rather than ``sys.modules``.
+
+    Hidden tests use it so that a student who monkeypatches ``course_utils.checks`` (say, to make
+    every check pass) changes nothing in the grading: ``check = fresh_checks().check_value``.
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_course_checks_fresh", __file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

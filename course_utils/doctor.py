@@ -1,4 +1,4 @@
-"""``python -m course_utils doctor``: is this environment ready for the course? Says how to fix it."""
+"""``python -m course_utils doctor``: is this environment ready for the course? Says what to fix."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ import sys
 
 # (import name, what it is for, how to fix a failed import)
 REQUIRED = [
-    ("torch", "the models", "pip install torch  (CPU-only: add --index-url https://download.pytorch.org/whl/cpu)"),
+    (
+        "torch",
+        "the models",
+        "pip install torch  (CPU-only: add --index-url https://download.pytorch.org/whl/cpu)",
+    ),
     ("numpy", "arrays", "pip install -r requirements.txt"),
     ("matplotlib", "figures", "pip install -r requirements.txt"),
-    ("ipywidgets", "sliders and quizzes", "pip install -r requirements.txt, then reload the JupyterLab tab"),
+    ("ipywidgets", "sliders and quizzes", "pip install -r requirements.txt; reload JupyterLab"),
     ("jupyterlab", "the course itself", "pip install -r requirements.txt"),
     ("tqdm", "progress bars", "pip install -r requirements.txt"),
 ]
@@ -40,9 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python:  {sys.version.split()[0]} at {sys.executable}")
     print(f"system:  {platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores")
     failures = 0
-    if sys.version_info < (3, 11):
-        print("  FIX: the course needs Python >= 3.11; create the environment with a newer python")
-        failures += 1
     try:
         import torch
 
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
         cuda = torch.version.cuda or "none (CPU-only build)"
         print(f"torch:   {torch.__version__}, CUDA build: {cuda}")
-        print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+        omp = os.environ.get("OMP_NUM_THREADS", "unset")
+        print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp})")
         try:
             print(f"device:  {pick_device()} ({DEVICE_ENV}={os.environ.get(DEVICE_ENV, 'unset')})")
         except ValueError as exc:

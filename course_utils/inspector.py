@@ -17,7 +17,7 @@ from .model import GPT
 
 
 def mlp_stack(dim: int, layers: int) -> nn.Sequential:
-    """Seed 001's test architecture: ``layers`` times Linear(dim, 4 dim), GELU, Linear(4 dim, dim)."""
+    """Seed 001's test model: ``layers`` x [Linear(dim, 4 dim), GELU, Linear(4 dim, dim)]."""
     modules: list[nn.Module] = []
     for _ in range(layers):
         modules += [nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim)]

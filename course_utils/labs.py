@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         problems = check_all()
         for p in problems:
             print(p, file=sys.stderr)
-        print("labs: in sync with solutions" if not problems else f"labs: {len(problems)} problem(s)")
+        print(f"labs: {len(problems)} problem(s)" if problems else "labs: in sync with solutions")
         return 1 if problems else 0
     print("usage: python -m course_utils labs build|check", file=sys.stderr)
     return 2

@@ -66,7 +66,7 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes for the weights, their gradients and AdamW's two moment buffers (exp_avg, exp_avg_sq)."""
+    """Bytes for the weights, their gradients and AdamW's two moments (exp_avg, exp_avg_sq)."""
 
     weights: int
     gradients: int

@@ -9,7 +9,7 @@ class CharTokenizer:
     def __init__(self, text_or_chars) -> None:
         chars = sorted(set(text_or_chars))
         if not chars:
-            raise ValueError("cannot build a vocabulary from empty text: pass at least one character")
+            raise ValueError("cannot build a vocabulary from empty text: pass some characters")
         self.itos = chars
         self.stoi = {ch: i for i, ch in enumerate(chars)}
 
