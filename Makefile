@@ -1,0 +1,31 @@
+# Two entry points for newcomers: `make course` and `make test` (see README).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup course test lint publish-labs
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Re-install only when the requirements change.
+$(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -r requirements.txt
+	-$(BIN)/python -m course_utils setup-git
+	touch $@
+
+setup: $(VENV)/.installed
+
+course: setup
+	$(BIN)/python -m course_utils doctor || true
+	$(BIN)/jupyter lab notebooks/01_tokens_and_embeddings.ipynb
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+publish-labs: setup
+	$(BIN)/python -m course_utils labs build

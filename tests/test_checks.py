@@ -1,0 +1,74 @@
+"""Exercise checks give one specific line of feedback and cannot be fooled by monkeypatching."""
+
+import pytest
+import torch
+
+import course_utils.checks as checks
+from course_utils.checks import CheckFailed, check_tensor, check_true, check_value, fresh_checks
+
+
+def test_wrong_shape_names_both_shapes():
+    with pytest.raises(
+        CheckFailed, match=r"^logits: wrong shape: expected \(2, 10, 100\) got \(2, 10\)$"
+    ):
+        check_tensor("logits", torch.zeros(2, 10), torch.zeros(2, 10, 100))
+
+
+def test_values_off_names_the_error_and_the_index():
+    expected = torch.zeros(3, 4)
+    got = expected.clone()
+    got[1, 2] = 0.31
+    with pytest.raises(CheckFailed, match=r"values off: max error 0\.31 .*index \(1, 2\)"):
+        check_tensor("x", got, expected)
+
+
+def test_wrong_type_and_none_are_named():
+    with pytest.raises(CheckFailed, match="wrong type: expected a tensor, got list"):
+        check_tensor("x", [1, 2], torch.tensor([1, 2]))
+    with pytest.raises(CheckFailed, match="got None"):
+        check_value("n", None, 3)
+    with pytest.raises(CheckFailed, match="wrong type: expected an int, got float"):
+        check_value("n", 3.0, 3)
+
+
+def test_integer_tensors_are_compared_exactly():
+    with pytest.raises(CheckFailed, match="1 of 3 values differ; first at index \\(2,\\)"):
+        check_tensor("ids", torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]))
+
+
+def test_nan_values_fail():
+    with pytest.raises(CheckFailed, match="values off"):
+        check_tensor("x", torch.tensor([float("nan")]), torch.tensor([1.0]))
+
+
+def test_passing_checks_print_a_correct_line(capsys):
+    check_value("count", 368, 368)
+    check_value("loss", 4.6052, 4.60517, rel_tol=1e-4)
+    check_value("text", "abc", "abc")
+    check_tensor("emb", torch.ones(2, 3), torch.ones(2, 3))
+    check_true("flag", True, "unused")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "\u2705 count: correct"
+    assert len(lines) == 5
+
+
+def test_exact_ints_strings_and_sequences_report_the_difference():
+    with pytest.raises(CheckFailed, match=r"expected 368 got 400 \(off by \+32\)"):
+        check_value("params", 400, 368)
+    with pytest.raises(CheckFailed, match="strings differ at character 1"):
+        check_value("s", "axc", "abc")
+    with pytest.raises(CheckFailed, match="first difference at index 1"):
+        check_value("ids", [1, 5, 3], [1, 2, 3])
+
+
+def test_check_failures_render_as_one_line_in_jupyter():
+    err = CheckFailed("x: wrong shape")
+    assert err._render_traceback_() == ["\u274c x: wrong shape"]
+    assert isinstance(err, AssertionError)
+
+
+def test_fresh_checks_ignore_a_monkeypatched_module(monkeypatch):
+    monkeypatch.setattr(checks, "check_value", lambda *args, **kwargs: None)
+    checks.check_value("n", 1, 2)  # the patched one lets anything through
+    with pytest.raises(AssertionError, match="expected 2 got 1"):
+        fresh_checks().check_value("n", 1, 2)

@@ -1,0 +1,74 @@
+"""The notebook contract: clean in git, fully executed where outputs are published, named alike."""
+
+import json
+import re
+import shutil
+
+import nbformat
+import pytest
+
+from course_utils.notebooks import ROOT, course_notebooks, strip
+
+NOTEBOOKS = course_notebooks()
+NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
+
+
+def _ids(paths):
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+def test_the_course_has_notebooks_to_check():
+    assert any(p.parent.name == "notebooks" for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_is_clean_for_git(path):
+    result = strip(path, verify=True)
+    assert result.returncode == 0, (
+        f"{path.name} carries volatile metadata or outputs its folder strips: run "
+        f"`python -m course_utils setup-git` and re-commit it (or `python -m course_utils "
+        f"publish` for lessons and solutions)\n{result.stdout}{result.stderr}"
+    )
+
+
+def test_a_dirty_notebook_fails_the_cleanliness_check(tmp_path):
+    lesson = next(p for p in NOTEBOOKS if p.parent.name == "notebooks")
+    for folder in ("notebooks", "labs"):
+        copy = tmp_path / folder / lesson.name
+        copy.parent.mkdir()
+        nb = json.loads(lesson.read_text(encoding="utf-8"))
+        nb["metadata"]["widgets"] = {"state": {}}
+        copy.write_text(json.dumps(nb), encoding="utf-8")
+        assert strip(copy, verify=True).returncode != 0
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_published_notebooks_are_fully_executed_and_labs_are_empty(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    if path.parent.name == "labs":
+        assert not any(c.outputs or c.execution_count for c in code)
+    else:
+        counts = [c.execution_count for c in code]
+        assert None not in counts, f"{path.name}: run it top to bottom before committing"
+        assert counts == list(range(1, len(counts) + 1)), f"{path.name}: not run in order"
+        errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+        assert not errors, f"{path.name}: a published cell raised {errors[0].ename}"
+
+
+def test_notebook_names_follow_the_lesson_map():
+    for path in NOTEBOOKS:
+        assert NAME.match(path.name), f"{path}: name it NN_slug.ipynb"
+    solutions = {p.name for p in NOTEBOOKS if p.parent.name == "solutions"}
+    lessons = {p.name for p in NOTEBOOKS if p.parent.name == "notebooks"}
+    labs = {p.name for p in NOTEBOOKS if p.parent.name == "labs"}
+    assert solutions == labs
+    assert solutions <= lessons, "every lab belongs to a lesson of the same name"
+
+
+def test_strip_refuses_a_notebook_outside_the_course_folders(tmp_path):
+    stray = tmp_path / "elsewhere" / "x.ipynb"
+    stray.parent.mkdir()
+    shutil.copy(NOTEBOOKS[0], stray)
+    with pytest.raises(ValueError, match="no cleaning policy"):
+        strip(stray)
