@@ -10,7 +10,6 @@ $(BIN)/python:
 
 # Re-install only when the requirements change.
 $(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml
-	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt
 	-$(BIN)/python -m course_utils setup-git
 	touch $@
