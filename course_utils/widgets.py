@@ -7,10 +7,21 @@ first render is an ordinary display, so a headless run records the same output a
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 import ipywidgets as widgets
-from IPython.display import HTML, display
+from IPython.display import HTML, Image, display
+from matplotlib.figure import Figure
+
+
+def _displayable(result):
+    """Figures become PNG images (a plain ``Figure`` has no inline renderer of its own)."""
+    if isinstance(result, Figure):
+        buffer = io.BytesIO()
+        result.savefig(buffer, format="png", bbox_inches="tight")
+        return Image(data=buffer.getvalue(), format="png")
+    return result
 
 
 def live(render, **controls: widgets.ValueWidget) -> dict:
@@ -25,10 +36,10 @@ def live(render, **controls: widgets.ValueWidget) -> dict:
         return {name: w.value for name, w in controls.items()}
 
     display(widgets.VBox(list(controls.values())))
-    handle = display(render(**values()), display_id=True)
+    handle = display(_displayable(render(**values())), display_id=True)
 
     def on_change(_change) -> None:
-        handle.update(render(**values()))
+        handle.update(_displayable(render(**values())))
 
     for control in controls.values():
         control.observe(on_change, names="value")
