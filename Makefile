@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Jupyter refuses to run as root unless told (containers, CI boxes).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: setup course test lint publish-labs
 
@@ -18,7 +20,7 @@ setup: $(VENV)/.installed
 
 course: setup
 	$(BIN)/python -m course_utils doctor || true
-	$(BIN)/jupyter lab notebooks/01_tokens_and_embeddings.ipynb
+	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
 
 test: setup
 	$(BIN)/python -m pytest

@@ -8,6 +8,8 @@ USAGE = """usage: python -m course_utils COMMAND [ARGS]
 
 commands:
   doctor                  check this environment and say how to fix what is missing
+  grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--timeout S]
+                          autograde collected submissions of a lab into a CSV gradebook
   inspect [options]       parameter split, training memory and container audit of a model
   labs build|check        regenerate labs/ from solutions/, or check they are in sync
   publish NOTEBOOK...     re-run lessons or solutions, clean them, rebuild the labs
@@ -23,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "doctor":
         from .doctor import main as run
+    elif command == "grade":
+        from .grading import main as run
     elif command == "inspect":
         from .inspector import main as run
     elif command == "labs":
