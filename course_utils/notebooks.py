@@ -16,8 +16,9 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Volatile metadata stripped everywhere, on top of nbstripout's own defaults.
-EXTRA_KEYS = "metadata.language_info.version metadata.kernelspec.display_name"
+# Volatile metadata stripped everywhere, on top of nbstripout's own defaults. (The kernelspec's
+# display_name stays: the notebook schema, and so nbgrader, requires it.)
+EXTRA_KEYS = "metadata.language_info.version"
 
 STRIP_FLAGS = {
     "notebooks": ["--keep-output", "--keep-count", "--extra-keys", EXTRA_KEYS],

@@ -1,0 +1,509 @@
+"""The grading command: nbgrader's autograder over a folder of submissions, fair under bad input.
+
+The fixture lab (tests/fixtures/grading/grading_fixture.ipynb) has three exercises worth 2, 1 and
+3 points; the third has a hidden test. The submissions are built here from that solution and its
+generated lab, and one grading run over all of them (module scope) is shared by most tests.
+"""
+
+import csv
+import functools
+import io
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from course_utils import grading
+from course_utils.labs import render_lab
+
+FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "grading_fixture.ipynb"
+LAB = "grading_fixture"
+TIMEOUT = 20  # per cell: above a cold `import torch` on a busy machine, and the loop's cost
+TESTS = {"ex1_test": 2.0, "ex2_test": 1.0, "ex3_test": 3.0}
+
+
+# ---------------------------------------------------------------------------------------------
+# Building submissions
+
+
+def solution():
+    return nbformat.read(FIXTURE, as_version=4)
+
+
+@functools.cache
+def lab_text():
+    return render_lab(FIXTURE)
+
+
+def lab():
+    return nbformat.reads(lab_text(), as_version=4)
+
+
+def cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def solved(nb, *answers):
+    """``nb`` with the solution's code in the given answer cells."""
+    for grade_id in answers:
+        cell(nb, grade_id).source = cell(solution(), grade_id).source
+    return nb
+
+
+def answered(nb, **sources):
+    for grade_id, source in sources.items():
+        cell(nb, grade_id).source = source
+    return nb
+
+
+def save(nb, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+WRONG = {
+    "ex1_answer": "def count_tokens(text):\n    return len(text)",
+    "ex2_answer": "def char_vocab(text):\n    return sorted(text)",
+    "ex3_answer": "def one_hot(ids, vocab_size):\n    return ids.float()",
+}
+
+ALONE = f"""import os
+
+
+def count_tokens(text):
+    # scores only if the kernel's working directory holds this notebook and nothing else
+    assert sorted(os.listdir(".")) == ["{LAB}.ipynb"], sorted(os.listdir("."))
+    return len(text.split())"""
+
+NOISY_ONE_HOT = """def one_hot(ids, vocab_size):
+    print("\\n".join(f"debug line {i}" for i in range(3000)))
+    print("x" * 100_000)
+    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+
+PATCH_CHECKS = """import course_utils.checks
+
+
+def _always_pass(*args, **kwargs):
+    print("check skipped")
+
+
+course_utils.checks.check_tensor = course_utils.checks.check_value = _always_pass
+check_tensor = check_value = _always_pass
+
+
+def one_hot(ids, vocab_size):
+    return ids.float()"""
+
+
+def kill_the_grader(pid_file):
+    return f"""import os
+import signal
+
+with open({str(pid_file)!r}, "w") as f:
+    f.write(str(os.getpid()))
+os.kill(os.getppid(), signal.SIGKILL)"""
+
+
+def build_submissions(folder, pid_file):
+    """The hand-ins of the shared run. `messy` and `tamper` each combine three behaviours,
+    told apart by their exercises' points and the notes in their rows."""
+    shutil.copyfile(FIXTURE, folder / "solution.ipynb")
+    save(lab(), folder / "untouched.ipynb")
+    save(
+        solved(answered(lab(), ex1_answer=ALONE), "ex3_answer"), folder / "partial" / f"{LAB}.ipynb"
+    )
+    save(answered(lab(), **WRONG), folder / "wrong.ipynb")
+    messy = answered(
+        lab(),
+        ex1_answer='raise RuntimeError("boom")',
+        ex2_answer="while True:\n    pass",
+        ex3_answer=NOISY_ONE_HOT,
+    )
+    save(messy, folder / "messy.ipynb")
+    tamper = solved(
+        answered(lab(), ex1_answer="def count_tokens(text):\n    return 0"), "ex2_answer"
+    )
+    cell(tamper, "ex1_test").source = 'check_value("count_tokens", 0, 0)  # edited to pass'
+    tamper.cells.remove(cell(tamper, "ex2_test"))
+    answered(tamper, ex3_answer=PATCH_CHECKS)
+    save(tamper, folder / "tamper.ipynb")
+    save(answered(lab(), ex1_answer=kill_the_grader(pid_file)), folder / "killer.ipynb")
+    text = FIXTURE.read_text(encoding="utf-8")
+    (folder / "corrupt.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
+    (folder / "notes.ipynb").write_text("print('my answers')\n", encoding="utf-8")
+    (folder / "essay.pdf").write_bytes(b"%PDF-1.4\n\x00\xff\xfe binary")
+    other = lab()
+    for c in other.cells:
+        c.metadata["nbgrader"]["grade_id"] = "other_" + c.metadata["nbgrader"]["grade_id"]
+    save(other, folder / "other_lab.ipynb")
+    (folder / "empty").mkdir()
+    (folder / "empty" / "README.txt").write_text("forgot to attach it", encoding="utf-8")
+
+
+def gone(pid, since):
+    """Whether process ``pid`` was killed: no such process, a zombie, or a new process that
+    reused the pid after ``since`` (a time.time())."""
+    try:
+        process = psutil.Process(pid)
+        return process.status() == psutil.STATUS_ZOMBIE or process.create_time() > since
+    except psutil.NoSuchProcess:
+        return True
+
+
+def read_rows(path):
+    return {row["student"]: row for row in csv.DictReader(io.StringIO(path.read_text()))}
+
+
+def points(row):
+    return {test: float(row[test]) for test in TESTS}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One grading run through the command line entry point, shared by the tests below."""
+    root = tmp_path_factory.mktemp("grading")
+    submissions = root / "submissions"
+    submissions.mkdir()
+    pid_file = root / "killer.pid"
+    build_submissions(submissions, pid_file)
+    out, feedback = root / "gradebook.csv", root / "feedback"
+    argv = [str(FIXTURE), str(submissions), "--out", str(out), "--feedback", str(feedback)]
+    code = grading.main([*argv, "--timeout", str(TIMEOUT), "--jobs", "2"])
+    return {
+        "code": code,
+        "finished": time.time(),
+        "submissions": submissions,
+        "out": out,
+        "rows": read_rows(out),
+        "feedback": feedback,
+        "pid_file": pid_file,
+    }
+
+
+def feedback_of(run, student):
+    return (run["feedback"] / f"{student}.md").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared run
+
+
+def test_the_gradebook_has_a_column_per_test_cell_and_a_row_per_student(run):
+    assert run["code"] == 0
+    header = run["out"].read_text().splitlines()[0]
+    assert header == "student,ex1_test,ex2_test,ex3_test,total,max,status,reason"
+    assert sorted(run["rows"]) == [
+        "corrupt", "empty", "essay", "killer", "messy", "notes", "other_lab",
+        "partial", "solution", "tamper", "untouched", "wrong",
+    ]  # fmt: skip
+    assert {row["max"] for row in run["rows"].values()} == {"6"}
+
+
+def test_the_solution_gets_full_marks(run):
+    row = run["rows"]["solution"]
+    assert (points(row), row["total"], row["status"], row["reason"]) == (TESTS, "6", "graded", "")
+
+
+def test_the_untouched_lab_gets_zero(run):
+    row = run["rows"]["untouched"]
+    assert points(row) == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
+    assert (row["total"], row["status"]) == ("0", "graded")
+    assert "NotImplementedError" in feedback_of(run, "untouched")
+
+
+def test_a_partly_solved_lab_gets_the_points_of_its_solved_exercises(run):
+    row = run["rows"]["partial"]  # submitted as partial/grading_fixture.ipynb
+    assert points(row) == {"ex1_test": 2, "ex2_test": 0, "ex3_test": 3}
+    assert row["total"] == "5"
+
+
+def test_each_submission_runs_in_a_folder_holding_only_its_notebook(run):
+    # partial's count_tokens asserts that its working directory lists only the notebook
+    assert points(run["rows"]["partial"])["ex1_test"] == 2
+
+
+def test_wrong_answers_get_no_points_and_the_checks_message(run):
+    row = run["rows"]["wrong"]
+    assert points(row) == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
+    text = feedback_of(run, "wrong")
+    assert "## ex1_test: 0 / 2\n\n\u274c count_tokens('a b c'): expected 3 got 5" in text
+    assert "char_vocab('hello'): wrong length: expected 4 got 5" in text
+    assert "one_hot([0, 2], 3): wrong shape: expected (2, 3) got (2,)" in text
+
+
+def test_a_cell_that_raises_costs_its_exercise_only(run):
+    row = run["rows"]["messy"]
+    assert points(row)["ex1_test"] == 0
+    text = feedback_of(run, "messy")
+    assert "- before it: ex1_answer: RuntimeError: boom" in text
+    assert "NameError: name 'count_tokens' is not defined" in text
+
+
+def test_an_infinite_loop_times_out_and_the_run_goes_on(run):
+    row = run["rows"]["messy"]
+    assert points(row) == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 3}
+    assert row["status"] == "graded"
+    assert row["reason"] == f"timed out after {TIMEOUT} s: ex2_answer"
+    assert f"ex2_answer: timed out after {TIMEOUT} s and was interrupted" in feedback_of(
+        run, "messy"
+    )
+
+
+def test_a_huge_output_is_truncated_in_the_feedback(run):
+    text = feedback_of(run, "messy")
+    assert len(text) < 12_000
+    assert "debug line 0\n" in text
+    assert "debug line 39\n" in text and "debug line 40\n" not in text
+    assert "output truncated" in text
+
+
+def test_an_edited_test_cell_is_restored_and_earns_nothing(run):
+    row = run["rows"]["tamper"]
+    assert points(row)["ex1_test"] == 0
+    assert "restored edited cells: ex1_test" in row["reason"]
+
+
+def test_a_deleted_test_cell_is_restored_and_run(run):
+    row = run["rows"]["tamper"]
+    assert points(row)["ex2_test"] == 1  # the answer is right, and the restored test ran
+    assert "restored deleted cells: ex2_test" in row["reason"]
+
+
+def test_monkeypatched_checks_do_not_fool_the_hidden_tests(run):
+    row = run["rows"]["tamper"]
+    assert points(row)["ex3_test"] == 0
+    assert row["total"] == "1"
+    # the failure comes from the hidden test's private copy of the checks
+    assert "\u274c one_hot([1, 1, 0], 2): wrong shape" in feedback_of(run, "tamper")
+
+
+def test_unreadable_files_are_reported_in_the_status_column(run):
+    rows = run["rows"]
+    statuses = {s: (rows[s]["status"], rows[s]["total"]) for s in ("corrupt", "notes", "essay")}
+    assert statuses == {
+        "corrupt": ("corrupt", "0"),
+        "notes": ("not_a_notebook", "0"),
+        "essay": ("not_a_notebook", "0"),
+    }
+    assert rows["corrupt"]["reason"].startswith("corrupt.ipynb is not valid JSON")
+    assert rows["essay"]["reason"] == "essay.pdf is not a notebook; expected essay.ipynb"
+
+
+def test_a_notebook_of_another_lab_is_reported(run):
+    row = run["rows"]["other_lab"]
+    assert (row["status"], row["total"]) == ("wrong_lab", "0")
+    assert "not those of grading_fixture" in row["reason"]
+
+
+def test_a_student_folder_without_the_lab_is_missing(run):
+    row = run["rows"]["empty"]
+    assert (row["status"], row["reason"]) == (
+        "missing",
+        "no grading_fixture.ipynb in empty/ (no notebook)",
+    )
+
+
+def test_a_notebook_that_kills_its_grader_loses_only_its_own_row(run):
+    row = run["rows"]["killer"]
+    assert (row["status"], row["total"]) == ("error", "0")
+    assert row["reason"] == "the grading process was killed by signal 9 (by the notebook?)"
+    assert gone(int(run["pid_file"].read_text()), since=run["finished"])
+    assert run["rows"]["solution"]["total"] == "6"
+
+
+def test_feedback_has_a_file_per_student_with_points_and_messages(run):
+    assert sorted(p.stem for p in run["feedback"].iterdir()) == sorted(run["rows"])
+    text = feedback_of(run, "solution")
+    assert text.startswith("# grading_fixture: feedback for solution\n\nScore: **6 / 6**\n")
+    assert "## ex3_test: 3 / 3\n\npassed\n" in text
+    assert "Not graded (corrupt): corrupt.ipynb is not valid JSON" in feedback_of(run, "corrupt")
+
+
+def test_a_rerun_gives_the_same_rows_and_feedback(run, tmp_path):
+    again = tmp_path / "submissions"
+    again.mkdir()
+    for name in ("tamper.ipynb", "corrupt.ipynb", "other_lab.ipynb", "empty"):
+        source = run["submissions"] / name
+        copy = shutil.copytree if source.is_dir() else shutil.copyfile
+        copy(source, again / name)
+    out, feedback = tmp_path / "gradebook.csv", tmp_path / "feedback"
+    argv = [str(FIXTURE), str(again), "--out", str(out), "--feedback", str(feedback)]
+    assert grading.main([*argv, "--timeout", str(TIMEOUT), "--jobs", "2"]) == 0
+    first = run["out"].read_text().splitlines()
+    lines = out.read_text().splitlines()
+    assert lines[0] == first[0]
+    assert all(line in first for line in lines[1:]), lines
+    for md in feedback.iterdir():
+        assert md.read_bytes() == (run["feedback"] / md.name).read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits, the gradebook file, the command line (no kernels)
+
+
+def test_a_worker_past_the_total_limit_is_killed_with_everything_it_started(tmp_path):
+    # a worker that starts a child in a session of its own (as a kernel is), then hangs
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],"
+        " start_new_session=True)\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    started = time.monotonic()
+    command = [sys.executable, "-c", script]
+    assert grading.run_with_limit(subprocess.run, (command,), tmp_path, limit=3) is None
+    assert time.monotonic() - started < 15
+    assert gone(int((tmp_path / "child.pid").read_text()), since=time.time())
+
+
+def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
+    monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit: None)
+    lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
+    sub = grading.Submission("slow", tmp_path / "slow.ipynb")
+    result = grading.grade_safely(lab_, sub, tmp_path / "work", TIMEOUT, 60)
+    assert (result.status, result.reason) == (
+        "killed",
+        "ran past the 60 s limit for one submission (--total-timeout)",
+    )
+
+
+def make_results():
+    lab_ = grading.Lab(LAB, Path("db"), Path("release"), TESTS)
+    results = [
+        grading.Result("zoe", "graded", "", {"ex1_test": 2.0, "ex2_test": 0.0, "ex3_test": 1.5}),
+        grading.Result("amy", "corrupt", "amy.ipynb is not valid JSON"),
+        grading.Result("bo, jr", "graded", "note\nwith a newline", {"ex1_test": 2.0}),
+    ]
+    return results, lab_
+
+
+def test_the_gradebook_is_sorted_and_the_same_bytes_whatever_the_order(tmp_path):
+    results, lab_ = make_results()
+    grading.write_gradebook(results, lab_, tmp_path / "a.csv")
+    grading.write_gradebook(results[::-1], lab_, tmp_path / "b.csv")
+    text = (tmp_path / "a.csv").read_bytes()
+    assert text == (tmp_path / "b.csv").read_bytes()
+    assert text.decode().splitlines() == [
+        "student,ex1_test,ex2_test,ex3_test,total,max,status,reason",
+        "amy,0,0,0,0,6,corrupt,amy.ipynb is not valid JSON",
+        '"bo, jr",2,0,0,2,6,graded,note with a newline',
+        "zoe,2,0,1.5,3.5,6,graded,",
+    ]
+
+
+def test_a_failed_write_leaves_the_previous_gradebook_whole(tmp_path, monkeypatch):
+    out = tmp_path / "gradebook.csv"
+    out.write_text("previous gradebook\n")
+    results, lab_ = make_results()
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(grading.os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        grading.write_gradebook(results, lab_, out)
+    assert out.read_text() == "previous gradebook\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["gradebook.csv"]
+
+
+def test_submissions_are_found_as_files_or_folders(tmp_path):
+    (tmp_path / "ann.ipynb").write_text("{}")
+    save(lab(), tmp_path / "bob" / f"{LAB}.ipynb")
+    save(lab(), tmp_path / "cat" / LAB / f"{LAB}.ipynb")  # as nbgrader collects it
+    save(lab(), tmp_path / "dan" / "my lab.ipynb")
+    save(lab(), tmp_path / "dan" / ".ipynb_checkpoints" / "my lab-checkpoint.ipynb")
+    (tmp_path / ".DS_Store").write_text("")
+    (tmp_path / "gradebook.csv").write_text("")
+    found = grading.find_submissions(tmp_path, LAB, skip=[tmp_path / "gradebook.csv"])
+    summary = [
+        (s.student, s.path and s.path.relative_to(tmp_path).as_posix(), s.note) for s in found
+    ]
+    assert summary == [
+        ("ann", "ann.ipynb", ""),
+        ("bob", f"bob/{LAB}.ipynb", ""),
+        ("cat", f"cat/{LAB}/{LAB}.ipynb", ""),
+        ("dan", "dan/my lab.ipynb", f"graded dan/my lab.ipynb (expected {LAB}.ipynb)"),
+    ]
+
+
+def test_a_missing_lab_is_a_one_line_usage_error(tmp_path, capsys):
+    assert grading.main(["no_such_lab", str(tmp_path), "--out", str(tmp_path / "g.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no lab named 'no_such_lab'" in err and "solutions/no_such_lab.ipynb" in err
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_a_missing_submissions_folder_is_a_one_line_usage_error(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert grading.main([str(FIXTURE), str(missing), "--out", str(tmp_path / "g.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"submissions folder {missing} does not exist" in err
+
+
+def test_a_student_lab_is_refused_as_the_lab_to_grade_against(tmp_path, monkeypatch, capsys):
+    import course_utils.labs
+
+    monkeypatch.setattr(course_utils.labs, "LABS", tmp_path)
+    save(lab(), tmp_path / f"{LAB}.ipynb")
+    code = grading.main([str(tmp_path / f"{LAB}.ipynb"), str(tmp_path), "--out", "g.csv"])
+    assert code == 2
+    assert "is the student version; grade against its solution" in capsys.readouterr().err
+
+
+def test_the_grade_command_is_dispatched(tmp_path, capsys):
+    from course_utils.__main__ import main
+
+    assert main(["grade", "no_such_lab", str(tmp_path), "--out", "x.csv"]) == 2
+    assert capsys.readouterr().err.startswith("grade: error: no lab named 'no_such_lab'")
+
+
+def test_truncate_keeps_the_start_and_says_what_was_cut():
+    text = "\n".join(f"line {i}" for i in range(1000)) + "\n" + "x" * 10_000
+    short = grading.truncate(text)
+    assert short.splitlines()[0] == "line 0"
+    assert short.endswith("[output truncated: 961 more lines]")
+    assert len(short) <= grading.MAX_OUTPUT_CHARS + 100
+
+
+def output_cell(*outputs):
+    return nbformat.v4.new_code_cell("", outputs=[nbformat.from_dict(o) for o in outputs])
+
+
+@pytest.mark.parametrize(
+    "output, graded, message",
+    [
+        ({"output_type": "error", "ename": "CheckFailed", "evalue": "x: expected 1 got 2",
+          "traceback": []}, True, "\u274c x: expected 1 got 2"),
+        ({"output_type": "error", "ename": "CellTimeoutError", "evalue": "", "traceback": []},
+         False, "timed out after 20 s and was interrupted"),
+        ({"output_type": "error", "ename": "NotImplementedError", "evalue": "", "traceback": []},
+         True, "NotImplementedError"),
+        ({"output_type": "stream", "name": "stderr", "text": "\nUserWarning: careful\n"},
+         True, "wrote to stderr, which counts as a failure: UserWarning: careful"),
+        ({"output_type": "stream", "name": "stderr", "text": "UserWarning: careful\n"},
+         False, ""),
+        ({"output_type": "stream", "name": "stdout", "text": "fine\n"}, True, ""),
+    ],
+    ids=["check-failed", "timeout", "error", "stderr-in-test", "stderr-in-answer", "stdout"],
+)  # fmt: skip
+def test_a_cells_message_is_one_line_saying_why_it_failed(output, graded, message):
+    assert grading.cell_message(output_cell(output), 20, graded=graded) == message
+
+
+def test_the_exception_line_of_a_python_traceback():
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "    f()\n"
+        "KeyError: 'ex2_answer'\n"
+    )
+    assert grading.exception_line(text) == "KeyError: 'ex2_answer'"
