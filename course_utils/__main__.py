@@ -8,6 +8,7 @@ USAGE = """usage: python -m course_utils COMMAND [ARGS]
 
 commands:
   doctor                  check this environment and say how to fix what is missing
+  flops [options]         a forward/training FLOP table for a model configuration
   grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--timeout S]
                           autograde collected submissions of a lab into a CSV gradebook
   inspect [options]       parameter split, training memory and container audit of a model
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "doctor":
         from .doctor import main as run
+    elif command == "flops":
+        from .flops import main as run
     elif command == "grade":
         from .grading import main as run
     elif command == "inspect":
