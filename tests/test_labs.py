@@ -1,11 +1,13 @@
 """Labs are generated from solutions by nbgrader's preprocessors, and empty answers fail checks."""
 
+import csv
 import json
+import shutil
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from course_utils import grading
 from course_utils.labs import LABS, SOLUTIONS, check_all, render_lab
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
@@ -46,20 +48,24 @@ def test_lab_hides_solutions_and_hidden_tests_but_keeps_graded_cells(solution):
     assert len(graded) == len(_graded_cells(nbformat.read(solution, as_version=4)))
 
 
-@pytest.mark.parametrize("lab", sorted(LABS.glob("*.ipynb")), ids=lambda p: p.name)
-def test_no_check_passes_on_an_untouched_lab(lab):
-    nb = nbformat.read(lab, as_version=4)
-    NotebookClient(
-        nb,
-        timeout=300,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": str(LABS)}},
-    ).execute()
-    graded = _graded_cells(nb)
-    passed = [
-        c.metadata.nbgrader["grade_id"]
-        for c in graded
-        if not any(o.output_type == "error" for o in c.outputs)
-    ]
-    assert not passed, f"these checks pass on an empty answer: {passed}"
+@pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
+def test_grading_gives_the_solution_full_marks_and_the_untouched_lab_zero(solution, tmp_path):
+    """Through the instructor's grade command: every check of the solution passes, and no check
+    passes on an empty answer (each graded cell of the untouched lab scores 0)."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(solution, subs / "solved.ipynb")
+    shutil.copy(LABS / solution.name, subs / "untouched.ipynb")
+    out = tmp_path / "gradebook.csv"
+    assert grading.main([solution.stem, str(subs), "--out", str(out), "--jobs", "2"]) == 0
+    rows = {row["student"]: row for row in csv.DictReader(out.open(encoding="utf-8"))}
+    tests = {
+        c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
+        for c in _graded_cells(nbformat.read(solution, as_version=4))
+    }
+    for student in ("solved", "untouched"):
+        assert rows[student]["status"] == "graded", rows[student]["reason"]
+    solved = {t: float(rows["solved"][t]) for t in tests}
+    assert solved == {t: float(p) for t, p in tests.items()}, "the solution must earn every point"
+    passing = [t for t in tests if float(rows["untouched"][t]) != 0]
+    assert not passing, f"these checks pass on an empty answer: {passing}"
