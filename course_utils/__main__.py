@@ -7,6 +7,8 @@ import sys
 USAGE = """usage: python -m course_utils COMMAND [ARGS]
 
 commands:
+  bookgpt prepare --corpus default|DIR --out DIR
+                          split books 90/10, write train/val .bin + meta.json, print an audit
   doctor                  check this environment and say how to fix what is missing
   flops [options]         a forward/training FLOP table for a model configuration
   grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--timeout S]
@@ -24,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
-    if command == "doctor":
+    if command == "bookgpt":
+        from .corpus import main as run
+    elif command == "doctor":
         from .doctor import main as run
     elif command == "flops":
         from .flops import main as run
