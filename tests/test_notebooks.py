@@ -56,6 +56,13 @@ def test_published_notebooks_are_fully_executed_and_labs_are_empty(path):
         assert not errors, f"{path.name}: a published cell raised {errors[0].ename}"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_is_valid_nbformat_with_a_python_kernel(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)  # nbgrader's converters validate too: an invalid lab cannot be graded
+    assert nb.metadata.kernelspec["name"] == "python3"
+
+
 def test_notebook_names_follow_the_lesson_map():
     for path in NOTEBOOKS:
         assert NAME.match(path.name), f"{path}: name it NN_slug.ipynb"
