@@ -9,6 +9,10 @@ USAGE = """usage: python -m course_utils COMMAND [ARGS]
 commands:
   bookgpt prepare --corpus default|DIR --out DIR
                           split books 90/10, write train/val .bin + meta.json, print an audit
+  bookgpt train --config cpu|baseline|larger|ctx512 [--max-steps N] [--out DIR] [--resume]
+                          train BookGPT (resumable; DDP under torchrun)
+  bookgpt sample CKPT --prompt TEXT --tokens N --temperature T --top-k K --seed S
+                          generate text from a BookGPT checkpoint
   doctor                  check this environment and say how to fix what is missing
   flops [options]         a forward/training FLOP table for a model configuration
   grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--timeout S]
@@ -16,6 +20,7 @@ commands:
   inspect [options]       parameter split, training memory and container audit of a model
   labs build|check        regenerate labs/ from solutions/, or check they are in sync
   publish NOTEBOOK...     re-run lessons or solutions, clean them, rebuild the labs
+  sumgpt train|eval ...    train SumGPT (3-digit addition) or score a checkpoint on held-out sums
   setup-git               install the per-folder nbstripout git filters
 """
 
@@ -27,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command == "bookgpt":
-        from .corpus import main as run
+        from .bookgpt import main as run
     elif command == "doctor":
         from .doctor import main as run
     elif command == "flops":
@@ -48,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         publish([Path(p) for p in rest])
         return 0
+    elif command == "sumgpt":
+        from .sumgpt import main as run
     elif command == "setup-git":
         from .notebooks import setup_git
 

@@ -1,0 +1,499 @@
+"""SumGPT: a small GPT that adds two three-digit numbers (lesson 10, seed 003).
+
+The format: ``123+456=`` then the sum's four digits **units first** (``579`` -> ``9750``), then a
+newline. Operands are zero-padded to 3 digits and the answer to 4 (999 + 999 = 1998), so every
+example is exactly 13 tokens with a fixed role per position and no padding token: the model reads
+the first 12 and predicts the last 12, which fills a context of 12 exactly.
+
+Held-out sums never appear in training, by construction: the space of pairs is split by a fixed
+hash of the *unordered* pair {a, b}; about 1 pair in 50 is held out, in both orders, and training
+batches are drawn only from the other pairs.
+
+``python -m course_utils sumgpt train|eval`` (or ``python -m course_utils.sumgpt``) is the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .device import build_model, pick_device
+from .generate import generate
+from .model import GPT, GPTConfig
+from .tokenizer import CharTokenizer
+from .training import TrainConfig, atomic_save, train
+
+VOCAB = "0123456789+=\n"
+TOKENIZER = CharTokenizer(VOCAB)  # ids: "\n" 0, "+" 1, "0".."9" 2..11, "=" 12
+DIGIT0, PLUS, EQUALS, NEWLINE = (TOKENIZER.stoi[c] for c in "0+=\n")
+N_OPERAND_DIGITS, N_ANSWER_DIGITS = 3, 4
+PROMPT_LEN = 2 * N_OPERAND_DIGITS + 2  # "123+456=" -> 8 tokens
+ANSWER_LEN = N_ANSWER_DIGITS + 1  # four digits and the newline
+SEQ_LEN = PROMPT_LEN + ANSWER_LEN  # 13 tokens
+BLOCK_SIZE = SEQ_LEN - 1  # inputs are tokens 0..11, targets tokens 1..12
+FIRST_TARGET = PROMPT_LEN - 1  # input position 7 ("=") predicts the first answer digit
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
+N_NUMBERS = 1000  # operands are 0..999
+HELDOUT_MODULUS = 50  # an unordered pair is held out when its hash is 0 modulo this
+HELDOUT_SALT = 0x5EED_0003
+
+
+def sumgpt_config(**overrides) -> GPTConfig:
+    """Seed 003's SumGPT: d_model 128, 4 heads, 4 blocks, context 12, over 13 tokens; the
+    course's pre-LN GELU GPT with GPT-2 init and a tied head."""
+    base = dict(vocab_size=len(VOCAB), block_size=BLOCK_SIZE, n_layer=4, n_head=4, n_embd=128)
+    return GPTConfig(**{**base, **overrides})
+
+
+# ----------------------------------------------------------------------------- format
+
+
+def format_example(a: int, b: int, reverse: bool = True) -> str:
+    """``format_example(123, 456)`` -> ``'123+456=9750\\n'`` (``'0579'`` when not reversed)."""
+    _check_operands(torch.tensor([a]), torch.tensor([b]))
+    answer = f"{a + b:04d}"
+    return f"{a:03d}+{b:03d}={answer[::-1] if reverse else answer}\n"
+
+
+def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.shape != b.shape:
+        raise ValueError(
+            f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    for name, t in (("a", a), ("b", b)):
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= N_NUMBERS):
+            raise ValueError(f"operand {name} out of range: SumGPT adds numbers in [0, 999]")
+
+
+def _digits(n: torch.Tensor, k: int) -> torch.Tensor:
+    """(B,) integers -> (B, k) decimal digits, most significant first."""
+    powers = 10 ** torch.arange(k - 1, -1, -1)
+    return n[:, None] // powers % 10
+
+
+def encode_pairs(a, b, reverse: bool = True) -> torch.Tensor:
+    """Token ids (B, 13) of the full examples ``aaa+bbb=ssss\\n`` for operand tensors a, b."""
+    a = torch.as_tensor(a, dtype=torch.long).reshape(-1)
+    b = torch.as_tensor(b, dtype=torch.long).reshape(-1)
+    _check_operands(a, b)
+    answer = _digits(a + b, N_ANSWER_DIGITS)
+    if reverse:
+        answer = answer.flip(1)
+    column = torch.ones(len(a), 1, dtype=torch.long)
+    parts = [
+        _digits(a, N_OPERAND_DIGITS) + DIGIT0,
+        column * PLUS,
+        _digits(b, N_OPERAND_DIGITS) + DIGIT0,
+        column * EQUALS,
+        answer + DIGIT0,
+        column * NEWLINE,
+    ]
+    return torch.cat(parts, dim=1)
+
+
+def masked_targets(seq: torch.Tensor, mask: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (B, 12) and targets (B, 12) of full sequences (B, 13).
+
+    The targets are the inputs shifted by one. With ``mask``, the 7 targets before the answer
+    (the operand digits, ``+`` and ``=``) become ``IGNORE_INDEX`` so the loss counts only the
+    answer's 4 digits and newline.
+    """
+    x, y = seq[:, :-1], seq[:, 1:].clone()
+    if mask:
+        y[:, :FIRST_TARGET] = IGNORE_INDEX
+    return x, y
+
+
+def make_batch(a, b, reverse: bool = True, mask: bool = True):
+    """(x, y) for operand tensors a and b: inputs and (masked) targets, both (B, 12)."""
+    return masked_targets(encode_pairs(a, b, reverse), mask)
+
+
+def answers_to_ints(tokens: torch.Tensor, reverse: bool = True) -> torch.Tensor:
+    """(B, 5) generated answer tokens -> (B,) integers; -1 where the answer is not four digits
+    followed by a newline."""
+    digits = tokens[:, :N_ANSWER_DIGITS] - DIGIT0
+    ok = ((digits >= 0) & (digits <= 9)).all(1) & (tokens[:, N_ANSWER_DIGITS] == NEWLINE)
+    if reverse:
+        digits = digits.flip(1)
+    powers = 10 ** torch.arange(N_ANSWER_DIGITS - 1, -1, -1, device=tokens.device)
+    value = (digits.clamp(0, 9) * powers).sum(1)
+    return torch.where(ok, value, torch.full_like(value, -1))
+
+
+def count_carries(a, b) -> torch.Tensor:
+    """How many of the three column additions produce a carry (0 to 3), per pair."""
+    a = torch.as_tensor(a, dtype=torch.long).reshape(-1)
+    b = torch.as_tensor(b, dtype=torch.long).reshape(-1)
+    carries = torch.zeros_like(a)
+    carry = torch.zeros_like(a)
+    for k in range(N_OPERAND_DIGITS):
+        column = a // 10**k % 10 + b // 10**k % 10 + carry
+        carry = (column >= 10).long()
+        carries += carry
+    return carries
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """A fixed 64-bit mixing function (SplitMix64's finalizer): same bits on every machine."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return x
+
+
+def is_heldout(a, b) -> torch.Tensor:
+    """True where the pair (a, b) is held out. Depends only on the unordered pair {a, b}, so
+    ``a+b`` and ``b+a`` are held out together."""
+    a = torch.as_tensor(a, dtype=torch.long).reshape(-1)
+    b = torch.as_tensor(b, dtype=torch.long).reshape(-1)
+    _check_operands(a, b)
+    key = (torch.minimum(a, b) * N_NUMBERS + torch.maximum(a, b)).numpy()
+    mixed = _splitmix64(key ^ HELDOUT_SALT)
+    return torch.from_numpy(mixed % np.uint64(HELDOUT_MODULUS) == 0)
+
+
+@functools.cache
+def _pair_split() -> tuple[torch.Tensor, torch.Tensor]:
+    """Pair indices ``a * 1000 + b`` of the training pool and of the held-out pool."""
+    index = torch.arange(N_NUMBERS * N_NUMBERS)
+    held = is_heldout(index // N_NUMBERS, index % N_NUMBERS)
+    return index[~held], index[held]
+
+
+def training_pool() -> torch.Tensor:
+    """Indices ``a * 1000 + b`` of every pair training may draw (sorted)."""
+    return _pair_split()[0]
+
+
+def heldout_pool() -> torch.Tensor:
+    """Indices ``a * 1000 + b`` of every held-out pair (sorted)."""
+    return _pair_split()[1]
+
+
+def heldout_pairs(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` distinct held-out pairs (a, b), chosen by ``seed``; the same on every machine."""
+    pool = heldout_pool()
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"n must lie in [1, {len(pool):,}] (the held-out pairs), got {n}")
+    pick = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))[:n]
+    chosen = pool[pick]
+    return chosen // N_NUMBERS, chosen % N_NUMBERS
+
+
+class SumBatches:
+    """Fresh training batches forever, from a seeded CPU generator: ``batches(step) -> (x, y)``.
+
+    Each call draws ``batch_size`` pairs uniformly from the training pool (never a held-out
+    pair), so the same seed gives the same stream of batches on every machine.
+    """
+
+    def __init__(self, batch_size: int, seed: int = 0, reverse: bool = True, mask: bool = True):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size, self.reverse, self.mask = batch_size, reverse, mask
+        self.generator = torch.Generator().manual_seed(seed)
+        self.pool = training_pool()
+
+    def sample_pairs(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pick = torch.randint(len(self.pool), (n,), generator=self.generator)
+        chosen = self.pool[pick]
+        return chosen // N_NUMBERS, chosen % N_NUMBERS
+
+    def __call__(self, step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = self.sample_pairs(self.batch_size)
+        return make_batch(a, b, self.reverse, self.mask)
+
+
+# ----------------------------------------------------------------------------- inference
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def greedy_decode(model: GPT, prompts: torch.Tensor, steps: int = ANSWER_LEN) -> torch.Tensor:
+    """Append the most likely next token ``steps`` times (``generate(..., greedy=True)``);
+    return only the new tokens, on the CPU."""
+    out = generate(model, prompts.to(_device_of(model)), steps, greedy=True)
+    return out[:, prompts.size(1) :].cpu()
+
+
+def predict_sums(model: GPT, a, b, reverse: bool = True) -> torch.Tensor:
+    """What the model answers for each a + b under greedy decoding (-1: not a number)."""
+    prompts = encode_pairs(a, b, reverse)[:, :PROMPT_LEN]
+    return answers_to_ints(greedy_decode(model, prompts), reverse)
+
+
+@torch.no_grad()
+def correct_answers(model: GPT, a, b, reverse: bool = True, batch_size: int = 2500) -> torch.Tensor:
+    """(B,) bool: does greedy decoding produce exactly the right answer and newline?
+
+    Computed in one forward pass per chunk: greedy decoding is right if and only if the
+    argmax at every answer position is right when the model is fed the *correct* previous
+    tokens (teacher forcing). If every argmax is right, each decoding step sees exactly the
+    teacher-forced prefix; at the first wrong argmax, decoding goes wrong too.
+    """
+    was_training = model.training
+    model.eval()
+    x, y = make_batch(a, b, reverse, mask=True)
+    results = []
+    for start in range(0, len(x), batch_size):
+        xb = x[start : start + batch_size].to(_device_of(model))
+        pred = model(xb)[:, FIRST_TARGET:].argmax(-1).cpu()
+        results.append((pred == y[start : start + batch_size, FIRST_TARGET:]).all(1))
+    model.train(was_training)
+    return torch.cat(results)
+
+
+def exact_match(model: GPT, a, b, reverse: bool = True) -> float:
+    """The fraction of sums the model answers exactly right under greedy decoding."""
+    return float(correct_answers(model, a, b, reverse).float().mean())
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+CHECKPOINT_KIND, CHECKPOINT_VERSION = "sumgpt", 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable, not SumGPT's, or not matching the model."""
+
+
+def save_checkpoint(path, model: GPT, *, reverse: bool = True, **meta) -> Path:
+    """Write the model, its config and ``meta`` (plain numbers and strings) atomically."""
+    payload = {
+        "kind": CHECKPOINT_KIND,
+        "version": CHECKPOINT_VERSION,
+        "config": asdict(model.config),
+        "reverse": bool(reverse),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "meta": meta,
+    }
+    return atomic_save(payload, path)
+
+
+def load_checkpoint(path, device=None) -> tuple[GPT, dict]:
+    """The model saved at ``path`` and its info (``reverse``, ``config``, ``meta``).
+
+    Raises :class:`CheckpointError` saying what is wrong with a missing, corrupt, foreign or
+    mismatched file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a damaged file
+        raise CheckpointError(
+            f"{path}: cannot be read as a checkpoint ({type(exc).__name__}); the file is "
+            f"corrupt or truncated: train it again with `sumgpt train --out {path}`"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("kind") != CHECKPOINT_KIND:
+        found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path}: not a SumGPT checkpoint (found kind {found!r})")
+    if payload.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format version {payload.get('version')!r}, this code reads "
+            f"version {CHECKPOINT_VERSION}"
+        )
+    try:
+        config = GPTConfig(**payload["config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: its model config is invalid: {exc}") from None
+    if (config.vocab_size, config.block_size) != (len(VOCAB), BLOCK_SIZE):
+        raise CheckpointError(
+            f"{path}: config has vocab_size={config.vocab_size}, block_size={config.block_size}; "
+            f"SumGPT needs vocab_size={len(VOCAB)}, block_size={BLOCK_SIZE}"
+        )
+    model = GPT(config)
+    state = payload.get("state_dict")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: has no state_dict")
+    expected = model.state_dict()
+    missing = sorted(expected.keys() - state.keys())
+    unexpected = sorted(state.keys() - expected.keys())
+    wrong_shape = [
+        f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if missing or unexpected or wrong_shape:
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} tensor(s), e.g. {missing[0]}")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected tensor(s), e.g. {unexpected[0]}")
+        if wrong_shape:
+            parts.append(f"shape mismatch: {wrong_shape[0]}")
+        raise CheckpointError(f"{path}: weights do not match its config: {'; '.join(parts)}")
+    model.load_state_dict(state)
+    model.to(device if device is not None else pick_device())
+    info = {"reverse": bool(payload.get("reverse", True)), "config": config}
+    info["meta"] = payload.get("meta", {})
+    return model, info
+
+
+# ----------------------------------------------------------------------------- training
+
+# Settings found with benchmarks/sumgpt_time_to_accuracy.py (see the README's results).
+DEFAULT_TRAIN = dict(steps=1500, batch_size=64, lr=1e-3, warmup_steps=100, weight_decay=0.1)
+
+
+def train_sumgpt(
+    steps: int = DEFAULT_TRAIN["steps"],
+    *,
+    seed: int = 0,
+    batch_size: int = DEFAULT_TRAIN["batch_size"],
+    lr: float = DEFAULT_TRAIN["lr"],
+    warmup_steps: int = DEFAULT_TRAIN["warmup_steps"],
+    weight_decay: float = DEFAULT_TRAIN["weight_decay"],
+    min_lr_ratio: float = 0.1,
+    precision: str = "auto",
+    reverse: bool = True,
+    mask: bool = True,
+    device=None,
+    eval_every: int = 0,
+    eval_n: int = 1000,
+    eval_seed: int = 0,
+    stop_at: float | None = None,
+    progress: bool = True,
+    config: GPTConfig | None = None,
+):
+    """Build seed 003's model under ``seed`` and train it; returns ``(model, history)``.
+
+    Every ``eval_every`` steps (and after the last) the history records ``exact_match`` on
+    ``eval_n`` held-out sums; ``stop_at`` stops training once that reaches the threshold.
+    """
+    device = torch.device(device) if device is not None else pick_device()
+    model = build_model(GPT, config or sumgpt_config(), seed=seed, device=device)
+    ea, eb = heldout_pairs(eval_n, seed=eval_seed)
+
+    def evaluate(net, step):
+        return {"exact_match": exact_match(net, ea, eb, reverse)}
+
+    run = TrainConfig(
+        steps=steps,
+        lr=lr,
+        warmup_steps=min(warmup_steps, steps),
+        weight_decay=weight_decay,
+        min_lr_ratio=min_lr_ratio,
+        eval_every=eval_every,
+        precision=precision,
+        seed=seed,
+        progress=progress,
+        desc="SumGPT",
+    )
+    stop = None if stop_at is None else (lambda row: row["exact_match"] >= stop_at)
+    history = train(
+        model,
+        SumBatches(batch_size, seed=seed, reverse=reverse, mask=mask),
+        run,
+        evaluate=evaluate,
+        stop_when=stop,
+        device=device,
+    )
+    return model, history
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils sumgpt",
+        description="Train SumGPT (3-digit addition, reversed answers) or evaluate a checkpoint.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    tr = sub.add_parser("train", help="train from scratch and report held-out exact match")
+    tr.add_argument("--steps", type=int, default=DEFAULT_TRAIN["steps"])
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--device", default=None, help="cpu, cuda, mps (default: pick_device())")
+    tr.add_argument("--out", default="checkpoints/sumgpt.pt", help="checkpoint path")
+    tr.add_argument("--batch-size", type=int, default=DEFAULT_TRAIN["batch_size"])
+    tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"])
+    tr.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev = sub.add_parser("eval", help="exact match of a checkpoint on held-out sums")
+    ev.add_argument("checkpoint")
+    ev.add_argument("--n", type=int, default=10_000, help="how many held-out sums")
+    ev.add_argument("--seed", type=int, default=0, help="which held-out sums")
+    ev.add_argument("--device", default=None)
+    return parser
+
+
+def _report(model, a, b, reverse) -> float:
+    ok = correct_answers(model, a, b, reverse)
+    carries = count_carries(a, b)
+    for c in range(N_OPERAND_DIGITS + 1):
+        rows = carries == c
+        if rows.any():
+            share = float(ok[rows].float().mean())
+            print(f"  {c} carries: {share:.4f} of {int(rows.sum()):,}")
+    return float(ok.float().mean())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``sumgpt train [--steps N] [--seed S] [--device D] [--out CKPT]`` or
+    ``sumgpt eval CKPT [--n N]``; returns the exit status."""
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        device = pick_device(args.device)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "train":
+        if args.steps < 1 or args.batch_size < 1:
+            print("error: --steps and --batch-size must be >= 1", file=sys.stderr)
+            return 2
+        model, history = train_sumgpt(
+            args.steps,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            precision=args.precision,
+            device=device,
+            eval_n=1000,
+            progress=not args.no_progress,
+        )
+        a, b = heldout_pairs(1000, seed=0)
+        print(
+            f"trained {history.steps:,} steps of batch {args.batch_size} in "
+            f"{history.seconds:.1f} s on {device.type}; final loss {history.losses[-1]:.4f}"
+        )
+        accuracy = _report(model, a, b, reverse=True)
+        path = save_checkpoint(
+            args.out, model, reverse=True, steps=history.steps, seed=args.seed, exact_match=accuracy
+        )
+        print(f"checkpoint: {path}")
+        print(f"exact-match: {accuracy:.4f} on 1000 held-out sums")
+        return 0
+    try:
+        model, info = load_checkpoint(args.checkpoint, device=device)
+    except CheckpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        a, b = heldout_pairs(args.n, seed=args.seed)
+    except ValueError as exc:
+        print(f"error: --n: {exc}", file=sys.stderr)
+        return 2
+    accuracy = _report(model, a, b, info["reverse"])
+    print(f"exact-match: {accuracy:.4f} on {args.n} held-out sums")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

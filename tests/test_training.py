@@ -1,0 +1,147 @@
+"""The shared training loop: schedule, optimizer groups, clipping, evaluation, checkpoints."""
+
+import math
+import os
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils import GPT, GPTConfig, build_model
+from course_utils.training import (
+    History,
+    TrainConfig,
+    atomic_save,
+    autocast_for,
+    configure_optimizer,
+    lr_at,
+    train,
+)
+
+
+def tiny_model(seed=0):
+    config = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16)
+    return build_model(GPT, config, seed=seed, device="cpu")
+
+
+def copy_task(seed=0, batch=16):
+    """Predict the token itself shifted by one: y[t] = x[t] (learnable in a few steps)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def get_batch(step):
+        x = torch.randint(11, (batch, 8), generator=g)
+        return x, x.clone()
+
+    return get_batch
+
+
+def test_schedule_warms_up_linearly_then_follows_a_cosine_to_the_floor():
+    cfg = TrainConfig(steps=110, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
+    lrs = [lr_at(s, cfg) for s in range(cfg.steps)]
+    assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)])
+    assert lrs[10] == pytest.approx(1.0)
+    assert lrs[-1] == pytest.approx(0.1)
+    assert lrs[60] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 50 / 99)))
+    after = lrs[10:]
+    assert all(a >= b for a, b in zip(after, after[1:]))
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="steps"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(steps=1, precision="fp16")
+    with pytest.raises(ValueError, match="min_lr_ratio"):
+        TrainConfig(steps=1, min_lr_ratio=2.0)
+    with pytest.raises(ValueError, match="grad_clip"):
+        TrainConfig(steps=1, grad_clip=0.0)
+
+
+def test_weight_decay_applies_to_matrices_only_and_tied_weights_once():
+    model = tiny_model()
+    opt = configure_optimizer(model, lr=1e-3, weight_decay=0.1)
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"])
+    assert all(p.dim() == 1 for p in no_decay["params"])
+    ids = [id(p) for g in opt.param_groups for p in g["params"]]
+    assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+    assert any(p is model.tok_emb.weight for p in decay["params"])  # the tied head, once
+
+
+def test_training_is_seeded_learns_and_records_a_history():
+    cfg = TrainConfig(steps=60, lr=1e-2, warmup_steps=5, progress=False)
+    first = train(tiny_model(), copy_task(), cfg, device="cpu")
+    again = train(tiny_model(), copy_task(), cfg, device="cpu")
+    assert first.losses == again.losses
+    assert len(first.losses) == len(first.lrs) == len(first.grad_norms) == 60
+    assert first.losses[-1] < 0.3 * first.losses[0]
+    assert first.lrs[:5] == pytest.approx([1e-2 * (s + 1) / 5 for s in range(5)])
+    assert first.seconds > 0
+
+
+def test_evaluation_runs_on_schedule_in_eval_mode_and_can_stop_training():
+    seen = []
+
+    def evaluate(model, step):
+        seen.append((step, model.training, torch.is_grad_enabled()))
+        return {"score": step / 10}
+
+    model = tiny_model()
+    cfg = TrainConfig(steps=7, eval_every=3, warmup_steps=1, progress=False)
+    history = train(model, copy_task(), cfg, evaluate=evaluate, device="cpu")
+    assert seen == [(3, False, False), (6, False, False), (7, False, False)]
+    assert model.training  # put back in training mode
+    assert history.metric("score") == ([3, 6, 7], [0.3, 0.6, 0.7])
+    assert history.first_step_reaching("score", 0.5)["step"] == 6
+    assert history.first_step_reaching("score", 0.9) is None
+
+    cfg = TrainConfig(steps=20, eval_every=2, warmup_steps=1, progress=False)
+    stopped = train(
+        tiny_model(),
+        copy_task(),
+        cfg,
+        evaluate=lambda m, s: {"score": s},
+        stop_when=lambda row: row["score"] >= 4,
+        device="cpu",
+    )
+    assert stopped.steps == 4 and stopped.stopped_early
+
+
+def test_gradients_are_clipped_to_the_limit_and_norms_are_recorded_before_clipping():
+    model = tiny_model()
+    cfg = TrainConfig(steps=3, grad_clip=1e-3, warmup_steps=1, progress=False)
+    history = train(model, copy_task(), cfg, device="cpu")
+    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    assert float(norm) <= 1e-3 * 1.001
+    assert min(history.grad_norms) > 1e-3  # what was measured before clipping
+
+
+def test_bf16_autocast_on_cpu_and_plain_fp32_otherwise():
+    cpu = torch.device("cpu")
+    with autocast_for(cpu, "bf16"):
+        y = nn.Linear(4, 4)(torch.ones(2, 4))
+    assert y.dtype == torch.bfloat16
+    with autocast_for(cpu, "auto"):
+        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
+    with pytest.raises(ValueError, match="precision"):
+        autocast_for(cpu, "half")
+    cfg = TrainConfig(steps=3, precision="bf16", warmup_steps=1, progress=False)
+    history = train(tiny_model(), copy_task(), cfg, device="cpu")
+    assert all(math.isfinite(v) for v in history.losses)
+
+
+def test_atomic_save_replaces_whole_files_and_leaves_nothing_behind(tmp_path):
+    path = tmp_path / "sub" / "ckpt.pt"
+    atomic_save({"a": torch.ones(2)}, path)
+    assert torch.equal(torch.load(path)["a"], torch.ones(2))
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # a lambda cannot be pickled
+        atomic_save({"a": torch.zeros(2), "f": lambda: 0}, path)
+    assert torch.equal(torch.load(path)["a"], torch.ones(2))  # the old file survived
+    assert os.listdir(path.parent) == ["ckpt.pt"]
+
+
+def test_history_defaults():
+    h = History()
+    assert h.steps == 0 and h.metric("x") == ([], [])
