@@ -16,13 +16,18 @@ $(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml
 	-$(BIN)/python -m course_utils setup-git
 	touch $@
 
+# The test suite also needs the maintainers' extra (the benchmarks' reference implementation).
+$(VENV)/.installed-bench: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[bench]'
+	touch $@
+
 setup: $(VENV)/.installed
 
 course: setup
 	$(BIN)/python -m course_utils doctor || true
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
 
-test: setup
+test: setup $(VENV)/.installed-bench
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -183,11 +183,14 @@ def best_time(fn: Callable[[], object], device, repeats: int = 5, warmup: int = 
     return best
 
 
-def matmul_throughput(n: int = 1024, device="cpu", repeats: int = 5) -> float:
-    """FLOP/s of an n x n float32 matmul on ``device`` (best of ``repeats``): a practical peak."""
+def matmul_throughput(
+    n: int = 1024, device="cpu", repeats: int = 5, dtype: torch.dtype = torch.float32
+) -> float:
+    """FLOP/s of an n x n matmul in ``dtype`` on ``device`` (best of ``repeats``): a practical
+    peak to measure utilization against."""
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device)
-    b = torch.randn(n, n, generator=g).to(device)
+    a = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
+    b = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
     return matmul_flops(n, n, n) / best_time(lambda: a @ b, device, repeats)
 
 

@@ -62,11 +62,18 @@ def lr_at(step: int, config: TrainConfig) -> float:
     """The learning rate of update number ``step`` (0-based): a linear warmup from lr/warmup to
     lr over ``warmup_steps`` updates, then a cosine from lr down to lr * min_lr_ratio at the
     last update."""
+    decay_steps = max(1, config.steps - 1 - config.warmup_steps)
+    return lr_at_progress(step, (step - config.warmup_steps) / decay_steps, config)
+
+
+def lr_at_progress(step: int, progress: float, config: TrainConfig) -> float:
+    """:func:`lr_at` with the cosine driven by ``progress`` (0 to 1) instead of the step count:
+    a run with a wall-clock budget passes the fraction of its time spent (``config.steps`` is
+    then unused), so its schedule ends when its time does."""
     peak, floor = config.lr, config.lr * config.min_lr_ratio
     if step < config.warmup_steps:
         return peak * (step + 1) / config.warmup_steps
-    decay_steps = max(1, config.steps - 1 - config.warmup_steps)
-    progress = min(1.0, (step - config.warmup_steps) / decay_steps)
+    progress = min(1.0, max(0.0, progress))
     return floor + 0.5 * (peak - floor) * (1.0 + math.cos(math.pi * progress))
 
 

@@ -1,0 +1,295 @@
+"""BookGPT's `cpu` configuration against Hugging Face GPT-2 of the same size, in one run.
+
+    python benchmarks/bookgpt_train.py [--minutes 3] [--rows ours,hf,ours-bf16] [--config cpu]
+        [--data data/bookgpt] [--threads N] [--device cpu] [--pairs 5]
+
+Every row trains from scratch on the same prepared corpus (``bookgpt prepare`` first; the default
+corpus is the KJV), with the same batches (``batch_at(seed, step)``), the same AdamW groups,
+clipping, warmup and peak learning rate, for the same wall-clock budget. The cosine decay follows
+the fraction of the budget spent (``lr_at_progress``), so each run's schedule ends when its time
+does and a faster implementation simply takes more steps. Rows:
+
+* ``ours``: :class:`course_utils.model.GPT` in fp32 (fused attention).
+* ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
+  SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
+  before training) and the same function (tests/test_benchmarks.py).
+* ``ours-bf16`` / ``hf-bf16``: the same under bf16 autocast (``--dtype bf16`` of ``bookgpt
+  train``).
+
+Columns: updates done in the budget, tokens/s of training (evaluation excluded), MFU (model FLOPs
+of training, 3x the forward count of :mod:`course_utils.flops`, per second over a measured
+1024 x 1024 matmul rate in the row's dtype), and the validation loss after the budget on 32 fixed
+batches of the per-book validation split. Before training, a paired throughput check alternates
+``--pairs`` rounds of 20 updates between ``ours`` and ``hf``, so the two see the same machine
+load; its median ratio is the tokens/s figure compared with the target (>= 1.0).
+
+``transformers`` is a development-only dependency (``pip install -e .[bench]``); on a shared
+2-core CPU run with ``OMP_WAIT_POLICY=PASSIVE`` (see sumgpt_time_to_accuracy.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+import torch
+from torch import nn
+
+from course_utils import corpus
+from course_utils.bookgpt import eval_windows, get_config, mean_loss
+from course_utils.device import pick_device
+from course_utils.flops import matmul_throughput, training_flops
+from course_utils.model import GPT, GPTConfig, lm_loss
+from course_utils.training import autocast_for, configure_optimizer, lr_at_progress
+
+ROWS = ("ours", "hf", "ours-bf16", "hf-bf16")
+TARGET_RATIO = 1.0
+TARGET_LOSS = 1.45  # nats per character on the validation split, after 3 minutes on 2 CPU cores
+
+
+class HFGPT2(nn.Module):
+    """Hugging Face GPT-2 at the shape of a :class:`GPTConfig`, returning logits like ours."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        hf_config = GPT2Config(
+            vocab_size=config.vocab_size,
+            n_positions=config.block_size,
+            n_embd=config.n_embd,
+            n_layer=config.n_layer,
+            n_head=config.n_head,
+            n_inner=config.hidden_dim,
+            activation_function="gelu",  # exact GELU, as F.gelu in ours
+            resid_pdrop=config.dropout,
+            embd_pdrop=config.dropout,
+            attn_pdrop=config.dropout,
+            layer_norm_epsilon=config.norm_eps,
+            tie_word_embeddings=config.tie_weights,
+            bos_token_id=None,  # GPT-2's 50256 is outside a character vocabulary
+            eos_token_id=None,
+            attn_implementation="sdpa",  # F.scaled_dot_product_attention, as ours
+        )
+        self.model = GPT2LMHeadModel(hf_config)
+        assert self.model.config._attn_implementation == "sdpa"
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=idx, use_cache=False).logits
+
+
+    @torch.no_grad()
+    def load_from(self, ours: GPT) -> HFGPT2:
+        """Copy our model's weights in (HF's Conv1D stores a Linear's weight transposed), so
+        both implementations start from the same point and compute the same function."""
+        t = self.model.transformer
+        t.wte.weight.copy_(ours.tok_emb.weight)
+        t.wpe.weight.copy_(ours.pos_emb.weight)
+        pairs = [(t.ln_f, ours.ln_f)]
+        for hf_block, block in zip(t.h, ours.blocks):
+            pairs += [(hf_block.ln_1, block.ln_1), (hf_block.ln_2, block.ln_2)]
+            for conv, linear in (
+                (hf_block.attn.c_attn, block.attn.qkv),
+                (hf_block.attn.c_proj, block.attn.proj),
+                (hf_block.mlp.c_fc, block.mlp.up),
+                (hf_block.mlp.c_proj, block.mlp.down),
+            ):
+                conv.weight.copy_(linear.weight.T)
+                conv.bias.copy_(linear.bias)
+        for hf_norm, norm in pairs:
+            hf_norm.weight.copy_(norm.weight)
+            hf_norm.bias.copy_(norm.bias)
+        if not ours.config.tie_weights:
+            self.model.lm_head.weight.copy_(ours.head.weight)
+        return self
+
+
+def build(row: str, config: GPTConfig, seed: int, device) -> nn.Module:
+    """The row's model: ours initialized on the CPU from ``seed`` (GPT-2's init), or HF's
+    GPT-2 holding a copy of those same weights; then moved to ``device``."""
+    torch.manual_seed(seed)
+    model = GPT(config)
+    if row.startswith("hf"):
+        model = HFGPT2(config).load_from(model)
+    return model.to(device)
+
+
+def precision_of(row: str) -> str:
+    return "bf16" if row.endswith("bf16") else "fp32"
+
+
+class Trainer:
+    """One row's model, optimizer and step counter; :meth:`step` does one update."""
+
+    def __init__(self, row, cfg, gpt_config, train_data, device) -> None:
+        self.row, self.cfg, self.device = row, cfg, device
+        self.model = build(row, gpt_config, cfg.seed, device)
+        self.tc = cfg.train_config(precision=precision_of(row), progress=False)
+        self.optimizer = configure_optimizer(self.model, self.tc.lr, self.tc.weight_decay)
+        self.train_data = train_data
+        self.steps = 0
+
+    def step(self, progress: float) -> None:
+        lr = lr_at_progress(self.steps, progress, self.tc)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        x, y = corpus.batch_at(
+            self.train_data, self.cfg.batch_size, self.cfg.block_size, self.cfg.seed, self.steps
+        )
+        x, y = x.to(self.device), y.to(self.device)
+        with autocast_for(self.device, self.tc.precision):
+            logits = self.model(x)
+        loss = lm_loss(logits, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
+        self.optimizer.step()
+        self.steps += 1
+
+
+def sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_steps(trainer: Trainer, n: int) -> float:
+    """Seconds for ``n`` updates (the schedule held at its start)."""
+    sync(trainer.device)
+    start = time.perf_counter()
+    for _ in range(n):
+        trainer.step(0.0)
+    sync(trainer.device)
+    return time.perf_counter() - start
+
+
+def paired_ratio(cfg, gpt_config, train_data, device, pairs: int, steps: int = 20) -> list:
+    """Tokens/s of ours over HF's, in ``pairs`` alternating rounds (after one warm-up each)."""
+    ours = Trainer("ours", cfg, gpt_config, train_data, device)
+    ref = Trainer("hf", cfg, gpt_config, train_data, device)
+    timed_steps(ours, 3), timed_steps(ref, 3)
+    return [timed_steps(ref, steps) / timed_steps(ours, steps) for _ in range(pairs)]
+
+
+def train_for(trainer: Trainer, budget_s: float) -> float:
+    """Train until ``budget_s`` seconds of updates are spent; return the seconds spent."""
+    spent = 0.0
+    while spent < budget_s:
+        start = time.perf_counter()
+        trainer.step(spent / budget_s)
+        sync(trainer.device)
+        spent += time.perf_counter() - start
+    return spent
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=3.0, help="training budget per row")
+    p.add_argument("--rows", default="ours,hf,ours-bf16", help=f"comma-separated, from {ROWS}")
+    p.add_argument("--config", default="cpu", help="a bookgpt configuration")
+    p.add_argument("--data", default=str(corpus.DEFAULT_OUT_DIR), help="a prepared corpus")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--pairs", type=int, default=5, help="rounds of the paired throughput check")
+    p.add_argument("--eval-batches", type=int, default=32)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown:
+        print(f"error: unknown rows {unknown}; choose from {list(ROWS)}", file=sys.stderr)
+        return 2
+    if any(r.startswith("hf") for r in rows) or args.pairs:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            print(
+                "error: the reference rows need Hugging Face transformers, a development-only "
+                "dependency: pip install -e '.[bench]' (or drop the hf rows and --pairs 0)",
+                file=sys.stderr,
+            )
+            return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    try:
+        meta = corpus.load_meta(args.data)
+        train_data = corpus.load_split(args.data, "train")
+        val_data = corpus.load_split(args.data, "val")
+    except (corpus.CorpusError, corpus.CorpusNotPreparedError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    cfg = get_config(args.config, dropout=0.0)
+    gpt_config = cfg.gpt_config(meta["vocab_size"])
+    val_batches = eval_windows(val_data, replace(cfg, eval_batches=args.eval_batches))
+    budget = 60.0 * args.minutes
+    n_params = sum(p.numel() for p in GPT(gpt_config).parameters())
+    flops_per_step = training_flops(gpt_config, cfg.batch_size, cfg.block_size)
+    print(
+        f"bookgpt {cfg.name}: d {cfg.n_embd}, {cfg.n_head} heads, {cfg.n_layer} blocks, context "
+        f"{cfg.block_size}, batch {cfg.batch_size}, {n_params:,} parameters; "
+        f"{args.minutes:g} min per row on {device} with {torch.get_num_threads()} threads",
+        flush=True,
+    )
+    if any(r.startswith("hf") for r in rows) or args.pairs:
+        hf_params = sum(p.numel() for p in HFGPT2(gpt_config).parameters())
+        if hf_params != n_params:
+            print(f"error: HF GPT-2 has {hf_params:,} parameters, ours {n_params:,}")
+            return 1
+
+    ratios = []
+    if args.pairs:
+        ratios = paired_ratio(cfg, gpt_config, train_data, device, args.pairs)
+        print(
+            f"paired throughput, {args.pairs} alternating rounds of 20 updates: ours/HF "
+            f"tokens/s = {statistics.median(ratios):.3f} (median; rounds "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + ")",
+            flush=True,
+        )
+
+    peaks = {}
+    results = []
+    for row in rows:
+        dtype = torch.bfloat16 if precision_of(row) == "bf16" else torch.float32
+        if dtype not in peaks:
+            peaks[dtype] = matmul_throughput(1024, device, dtype=dtype)
+        trainer = Trainer(row, cfg, gpt_config, train_data, device)
+        spent = train_for(trainer, budget)
+        loss = mean_loss(trainer.model, val_batches, device, precision_of(row))
+        tokens_per_s = trainer.steps * cfg.batch_size * cfg.block_size / spent
+        mfu = flops_per_step * trainer.steps / spent / peaks[dtype]
+        results.append((row, trainer.steps, tokens_per_s, mfu, loss))
+        print(f"  {row}: {trainer.steps} updates, val loss {loss:.4f}", flush=True)
+
+    print()
+    print(f"| row | updates in {args.minutes:g} min | tokens/s | MFU | val loss (nats/char) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for row, steps, tps, mfu, loss in results:
+        print(f"| {row} | {steps:,} | {tps:,.0f} | {mfu:.1%} | {loss:.4f} |")
+    print()
+    print("peak (1024^3 matmul): " + ", ".join(
+        f"{str(k).removeprefix('torch.')} {v / 1e9:,.0f} GFLOP/s" for k, v in peaks.items()
+    ))  # fmt: skip
+    if ratios:
+        ratio = statistics.median(ratios)
+        verdict = "met" if ratio >= TARGET_RATIO else "MISSED"
+        print(f"target tokens/s ours/HF >= {TARGET_RATIO}: {ratio:.3f} ({verdict})")
+    by_row = {r[0]: r for r in results}
+    if "ours" in by_row:
+        loss = by_row["ours"][4]
+        verdict = "met" if loss <= TARGET_LOSS else "MISSED"
+        print(
+            f"target val loss <= {TARGET_LOSS} after {args.minutes:g} min (ours, fp32): "
+            f"{loss:.4f} ({verdict})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
