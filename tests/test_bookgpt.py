@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,37 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(data_dir, tmp_path):
     assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
 
 
+def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_path):
+    """SIGKILL a real training process (no cleanup of any kind runs) once it has written a
+    checkpoint: the checkpoint on disk is whole, and resuming from it reproduces the losses
+    of a run that was never interrupted."""
+    common = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "400",
+              "--checkpoint-every", "5", "--eval-every", "100", "--no-progress",
+              "--device", "cpu"]  # fmt: skip
+    killed, full = tmp_path / "killed", tmp_path / "full"
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "course_utils", "bookgpt", "train", *common, "--out", str(killed)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (killed / "ckpt.pt").exists():
+        assert proc.poll() is None, f"the run ended before its first checkpoint: {proc.stderr}"
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    step = torch.load(killed / "ckpt.pt", weights_only=True)["step"]
+    assert 5 <= step < 400 and step % 5 == 0
+    assert B.main(["train", *common, "--out", str(killed), "--resume"]) == 0
+    assert B.main(["train", *common, "--out", str(full)]) == 0
+    a, b = log_losses(full), log_losses(killed)
+    assert len(a) == len(b) == 400
+    assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
+
+
 def test_resume_refuses_another_configuration(data_dir, tmp_path):
     run = tmp_path / "run"
     B.train_run(B.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False)
@@ -138,9 +171,9 @@ def _free_port() -> int:
 
 def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
     args = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "4", "--dropout", "0",
-            "--batch-size", "8", "--no-progress"]  # fmt: skip
+            "--batch-size", "8", "--no-progress", "--device", "cpu"]  # fmt: skip
     single = tmp_path / "single"
-    assert B.main(["train", *args, "--out", str(single), "--device", "cpu"]) == 0
+    assert B.main(["train", *args, "--out", str(single)]) == 0
     ddp = tmp_path / "ddp"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
