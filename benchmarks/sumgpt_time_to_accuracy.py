@@ -1,6 +1,6 @@
 """Time to accuracy for SumGPT: train seed 003's model from scratch and time it to 99% / 99.9%.
 
-    python benchmarks/sumgpt_time_to_accuracy.py [--steps 1200] [--batch-size 64] [--lr 1e-3]
+    python benchmarks/sumgpt_time_to_accuracy.py [--steps 1200] [--batch-size 128] [--lr 1e-3]
         [--precision fp32|bf16] [--threads N] [--seed 0] [--eval-every 100] [--device cpu]
 
 Exact match is measured on 10,000 held-out sums (pairs that never appear in training). Evaluating
@@ -40,7 +40,7 @@ N_EVAL = 10_000
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=1200)
+    p.add_argument("--steps", type=int, default=DEFAULT_TRAIN["steps"])
     p.add_argument("--batch-size", type=int, default=DEFAULT_TRAIN["batch_size"])
     p.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"])
     p.add_argument("--warmup", type=int, default=DEFAULT_TRAIN["warmup_steps"])
