@@ -80,7 +80,6 @@ class HFGPT2(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=idx, use_cache=False).logits
 
-
     @torch.no_grad()
     def load_from(self, ours: GPT) -> HFGPT2:
         """Copy our model's weights in (HF's Conv1D stores a Linear's weight transposed), so

@@ -18,7 +18,6 @@ The corpus side (``bookgpt prepare``, memmaps, :func:`course_utils.corpus.batch_
   (gloo on CPU, nccl on CUDA): every rank takes its slice of the same global batch.
 * :func:`load_checkpoint` / :func:`sample_text`: generation from a checkpoint with
   :func:`course_utils.generate.generate`, deterministic for a seed.
-
 * :func:`recorded_seed_runs`: the seed's three configurations as trained once on a GPU.
 
 Command line (``python -m course_utils bookgpt ...``, :func:`main`): ``prepare`` (from
@@ -107,7 +106,7 @@ class RunConfig:
 
 
 CONFIGS: dict[str, RunConfig] = {
-    # about 80 s on 2 CPU cores (35-40 ms a step), to about 1.3 nats/char: words and verse lines
+    # about a minute on 2 CPU cores (~30 ms a step), to about 1.36 nats/char: words, verse lines
     "cpu": RunConfig(
         "cpu", n_embd=64, n_head=4, n_layer=3, block_size=64, batch_size=32, steps=2000,
         lr=3e-3, warmup_steps=50, eval_every=250, eval_batches=8, checkpoint_every=250,

@@ -140,7 +140,8 @@ def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_pa
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not (killed / "ckpt.pt").exists():
-        assert proc.poll() is None, f"the run ended before its first checkpoint: {proc.stderr}"
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before its first checkpoint: {proc.stderr.read()}")
         assert time.monotonic() < deadline, "no checkpoint within 120 s"
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
