@@ -44,7 +44,15 @@ from . import corpus as corpus_mod
 from .device import pick_device
 from .generate import generate
 from .model import GPT, GPTConfig, lm_loss
-from .training import History, TrainConfig, atomic_save, autocast_for, configure_optimizer, lr_at
+from .training import (
+    BAR_SECONDS,
+    History,
+    TrainConfig,
+    atomic_save,
+    autocast_for,
+    configure_optimizer,
+    lr_at,
+)
 
 CHECKPOINT_FORMAT = "bookgpt-checkpoint-1"
 CHECKPOINT_NAME = "ckpt.pt"
@@ -422,7 +430,12 @@ def train_run(
             write_logs(out_dir, history)
 
     bar = tqdm(
-        total=cfg.steps, initial=start_step, desc=tc.desc, disable=not tc.progress, leave=True
+        total=cfg.steps,
+        initial=start_step,
+        desc=tc.desc,
+        disable=not tc.progress,
+        leave=True,
+        mininterval=BAR_SECONDS,
     )
     net.train()
     for step in range(start_step, cfg.steps):

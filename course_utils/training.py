@@ -24,6 +24,12 @@ from .device import pick_device, seed_everything
 from .model import lm_loss
 
 PRECISIONS = ("auto", "bf16", "fp32")
+# Seconds between progress-bar redraws. In a notebook each redraw sends widget messages, and
+# nbval reads a cell's messages only once the cell has finished: ZMQ drops what overflows its
+# queues (high-water marks), the end-of-cell message with it, and nbval then fails the cell with
+# "Timeout of 5 seconds exceeded waiting for output" (seen at tqdm's default 0.1 s on a slow,
+# one-thread run). One redraw a second keeps a 10-minute cell far below the limit.
+BAR_SECONDS = 1.0
 
 
 @dataclass
@@ -169,7 +175,13 @@ def train(
         history.evals.append(row)
         return row
 
-    bar = tqdm(total=config.steps, desc=config.desc, disable=not config.progress, leave=True)
+    bar = tqdm(
+        total=config.steps,
+        desc=config.desc,
+        disable=not config.progress,
+        leave=True,
+        mininterval=BAR_SECONDS,
+    )
     model.train()
     start = time.perf_counter()
     for step in range(config.steps):
