@@ -57,6 +57,9 @@ ERROR = "error"  # nbgrader or the worker failed; the reason has the last error 
 DEFAULT_TIMEOUT = 300  # seconds per cell
 DEFAULT_TOTAL_TIMEOUT = 1800  # seconds per submission, everything included
 IOPUB_TIMEOUT = 10  # seconds to wait for a cell's last output after its reply
+# seconds for a kernel to start: importing torch in two kernels at once on a busy 2-core box
+# took over nbclient's default 60 (CI)
+KERNEL_STARTUP_TIMEOUT = 240
 
 STUDENT = "student"  # the id inside each worker's private course directory
 MARKER_ENV = "COURSE_UTILS_GRADING_RUN"  # tags every process a worker starts, to kill leftovers
@@ -816,6 +819,7 @@ def autograde(course: Path, db_url: str, lab: str, timeout: int) -> str:
     config.CourseDirectory.student_id = STUDENT
     config.Execute.timeout = timeout
     config.Execute.iopub_timeout = IOPUB_TIMEOUT
+    config.Execute.startup_timeout = KERNEL_STARTUP_TIMEOUT
     config.OverwriteCells.add_missing_cells = True  # deleted test cells come back, and run
     app = Autograde(coursedir=CourseDirectory(config=config), config=config)
     app.force = True
