@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from course_utils import corpus
-from course_utils.bookgpt import CHECKPOINT_NAME, load_checkpoint, sample_text
+from course_utils.projects import corpus
+from course_utils.projects.bookgpt import CHECKPOINT_NAME, load_checkpoint, sample_text
 
 # Seed 003's reported validation losses (nats per character) at the steps it names.
 SEED_VAL = {

@@ -9,7 +9,7 @@ clipping, warmup and peak learning rate, for the same wall-clock budget. The cos
 the fraction of the budget spent (``lr_at_progress``), so each run's schedule ends when its time
 does and a faster implementation simply takes more steps. Rows:
 
-* ``ours``: :class:`course_utils.model.GPT` in fp32 (fused attention).
+* ``ours``: :class:`course_utils.core.model.GPT` in fp32 (fused attention).
 * ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
   SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
   before training) and the same function (tests/test_benchmarks.py).
@@ -17,7 +17,7 @@ does and a faster implementation simply takes more steps. Rows:
   train``).
 
 Columns: updates done in the budget, tokens/s of training (evaluation excluded), MFU (model FLOPs
-of training, 3x the forward count of :mod:`course_utils.flops`, per second over a measured
+of training, 3x the forward count of :mod:`course_utils.core.flops`, per second over a measured
 1024 x 1024 matmul rate in the row's dtype), and the validation loss after the budget on 32 fixed
 batches of the per-book validation split. Before training, a paired throughput check alternates
 ``--pairs`` rounds of 20 updates between ``ours`` and ``hf``, so the two see the same machine
@@ -38,12 +38,12 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from course_utils import corpus
-from course_utils.bookgpt import eval_windows, get_config, mean_loss
-from course_utils.device import pick_device
-from course_utils.flops import matmul_throughput, training_flops
-from course_utils.model import GPT, GPTConfig, lm_loss
-from course_utils.training import autocast_for, configure_optimizer, lr_at_progress
+from course_utils.core.device import pick_device
+from course_utils.core.flops import matmul_throughput, training_flops
+from course_utils.core.model import GPT, GPTConfig, lm_loss
+from course_utils.engine.training import autocast_for, configure_optimizer, lr_at_progress
+from course_utils.projects import corpus
+from course_utils.projects.bookgpt import eval_windows, get_config, mean_loss
 
 ROWS = ("ours", "hf", "ours-bf16", "hf-bf16")
 TARGET_RATIO = 1.0

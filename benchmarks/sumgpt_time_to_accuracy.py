@@ -23,16 +23,17 @@ import time
 
 import torch
 
-from course_utils.device import build_model, pick_device
-from course_utils.model import GPT
-from course_utils.sumgpt import (
+from course_utils.core.device import pick_device
+from course_utils.core.model import GPT
+from course_utils.core.seeding import build_model
+from course_utils.engine.training import TrainConfig, train
+from course_utils.projects.sumgpt import (
     DEFAULT_TRAIN,
     SumBatches,
     correct_answers,
     heldout_pairs,
     sumgpt_config,
 )
-from course_utils.training import TrainConfig, train
 
 THRESHOLDS = (0.99, 0.999)
 N_EVAL = 10_000

@@ -1,16 +1,17 @@
 """course_utils: the tested package behind the GPT-from-scratch course notebooks."""
 
-from .checks import CheckFailed, check_tensor, check_true, check_value
-from .configs import frozen_decoder_config, named_config, seed000_config
-from .device import build_model, pick_device, randint, randn, seed_everything
-from .ledger import (
+from .core.configs import frozen_decoder_config, mini_lm_config, named_config
+from .core.device import pick_device
+from .core.ledger import (
     count_parameters,
     format_ledger,
     memory_estimate,
     parameter_ledger,
 )
-from .model import GPT, MLP, Block, CausalSelfAttention, GPTConfig, lm_loss
-from .tokenizer import CharTokenizer
+from .core.model import GPT, MLP, Block, CausalSelfAttention, GPTConfig, lm_loss
+from .core.seeding import build_model, randint, randn, seed_everything
+from .core.tokenizer import CharTokenizer
+from .lessons.checks import CheckFailed, check_tensor, check_true, check_value
 
 __all__ = [
     "GPT",
@@ -34,6 +35,6 @@ __all__ = [
     "pick_device",
     "randint",
     "randn",
-    "seed000_config",
+    "mini_lm_config",
     "seed_everything",
 ]

@@ -32,21 +32,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command == "bookgpt":
-        from .bookgpt import main as run
+        from .projects.bookgpt import main as run
     elif command == "doctor":
-        from .doctor import main as run
+        from .tools.doctor import main as run
     elif command == "flops":
-        from .flops import main as run
+        from .core.flops import main as run
     elif command == "grade":
-        from .grading import main as run
+        from .tools.grading import main as run
     elif command == "inspect":
-        from .inspector import main as run
+        from .lessons.inspector import main as run
     elif command == "labs":
-        from .labs import main as run
+        from .tools.labs import main as run
     elif command == "publish":
         from pathlib import Path
 
-        from .notebooks import publish
+        from .tools.publish import publish
 
         if not rest:
             print("usage: python -m course_utils publish NOTEBOOK...", file=sys.stderr)
@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         publish([Path(p) for p in rest])
         return 0
     elif command == "sumgpt":
-        from .sumgpt import main as run
+        from .projects.sumgpt import main as run
     elif command == "setup-git":
-        from .notebooks import setup_git
+        from .tools.publish import setup_git
 
         setup_git()
         return 0

@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from course_utils import GPT, build_model, count_parameters, seed000_config
-from course_utils.audit import (
+from course_utils import GPT, build_model, count_parameters, mini_lm_config
+from course_utils.core.configs import frozen_decoder_config
+from course_utils.lessons.audit import (
     BROKEN,
     CHECKS,
     IGNORE_INDEX,
@@ -19,7 +20,6 @@ from course_utils.audit import (
     make_batch,
     mystery_models,
 )
-from course_utils.configs import frozen_decoder_config
 
 
 @pytest.fixture
@@ -105,8 +105,8 @@ def test_a_crashing_forward_fails_every_check(batch):
 
 def test_expected_ledger_matches_real_models_beyond_the_frozen_decoder():
     for config in (
-        seed000_config(2),
-        seed000_config(1, tie_weights=False, head_bias=True),
+        mini_lm_config(2),
+        mini_lm_config(1, tie_weights=False, head_bias=True),
         frozen_decoder_config(norm="rmsnorm", activation="swiglu", n_layer=3),
         frozen_decoder_config(attn_bias=True, mlp_bias=False, norm_bias=False),
     ):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.corpus import Book, Corpus, prepare
-from course_utils.model import GPT, GPTConfig
+from course_utils.core.model import GPT, GPTConfig
+from course_utils.projects.corpus import Book, Corpus, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 

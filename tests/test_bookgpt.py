@@ -1,4 +1,4 @@
-"""Tests of course_utils.bookgpt: BookGPT's train / resume / DDP / sample (seed 003)."""
+"""Tests of course_utils.projects.bookgpt: BookGPT's train / resume / DDP / sample (seed 003)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils import bookgpt as B
-from course_utils.corpus import Book, Corpus, prepare
+from course_utils.projects import bookgpt
+from course_utils.projects.corpus import Book, Corpus, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = (
@@ -61,20 +61,24 @@ def log_losses(run_dir: Path) -> list[float]:
 
 
 def test_configs_match_the_seed_shapes():
-    base, larger, ctx = B.CONFIGS["baseline"], B.CONFIGS["larger"], B.CONFIGS["ctx512"]
+    base, larger, ctx = (
+        bookgpt.CONFIGS["baseline"],
+        bookgpt.CONFIGS["larger"],
+        bookgpt.CONFIGS["ctx512"],
+    )
     assert (base.n_embd, base.n_head, base.n_layer, base.block_size) == (128, 4, 4, 256)
     assert (larger.n_embd, larger.n_head, larger.n_layer, larger.block_size) == (256, 8, 6, 256)
     assert (ctx.n_embd, ctx.n_layer, ctx.block_size) == (256, 6, 512)
     assert ctx.batch_size * 2 == larger.batch_size
     g = base.gpt_config(66)
     assert g.tie_weights and g.prenorm and g.activation == "gelu" and g.attention == "fused"
-    with pytest.raises(B.BookGPTError, match="unknown config"):
-        B.get_config("huge")
+    with pytest.raises(bookgpt.BookGPTError, match="unknown config"):
+        bookgpt.get_config("huge")
 
 
 def test_train_writes_logs_and_checkpoint_and_learns(data_dir, tmp_path):
     run = tmp_path / "run"
-    assert B.main(["train", "--config", "tiny", "--data", str(data_dir), "--out", str(run),
+    assert bookgpt.main(["train", "--config", "tiny", "--data", str(data_dir), "--out", str(run),
                    "--max-steps", "20", "--no-progress", "--device", "cpu"]) == 0  # fmt: skip
     hist = json.loads((run / "log.json").read_text())
     assert len(hist["losses"]) == 20 and len(hist["lrs"]) == 20
@@ -84,20 +88,20 @@ def test_train_writes_logs_and_checkpoint_and_learns(data_dir, tmp_path):
     rows = (run / "log.csv").read_text().splitlines()
     assert rows[0].startswith("step,lr,loss") and len(rows) == 21
     assert not [p for p in run.iterdir() if p.name.startswith(".")], "temp files left behind"
-    model, itos, state = B.load_checkpoint(run / "ckpt.pt")
+    model, itos, state = bookgpt.load_checkpoint(run / "ckpt.pt")
     assert state["step"] == 20 and len(itos) == model.config.vocab_size
     # a finished run refuses to be overwritten silently
-    with pytest.raises(B.BookGPTError, match="--resume"):
-        B.train_run(B.get_config("tiny"), data_dir, run, device="cpu", progress=False)
+    with pytest.raises(bookgpt.BookGPTError, match="--resume"):
+        bookgpt.train_run(bookgpt.get_config("tiny"), data_dir, run, device="cpu", progress=False)
 
 
 def test_eval_batches_are_fixed(data_dir):
-    from course_utils.corpus import load_split
+    from course_utils.projects.corpus import load_split
 
-    cfg = B.get_config("tiny")
+    cfg = bookgpt.get_config("tiny")
     a, b = (
-        B.eval_windows(load_split(data_dir, "val"), cfg),
-        B.eval_windows(load_split(data_dir, "val"), cfg),
+        bookgpt.eval_windows(load_split(data_dir, "val"), cfg),
+        bookgpt.eval_windows(load_split(data_dir, "val"), cfg),
     )
     assert all(torch.equal(x1, x2) for (x1, _), (x2, _) in zip(a, b))
 
@@ -106,14 +110,14 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(data_dir, tmp_path):
     common = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "16",
               "--checkpoint-every", "5", "--no-progress", "--device", "cpu"]  # fmt: skip
     full, crashed = tmp_path / "full", tmp_path / "crashed"
-    assert B.main(["train", *common, "--out", str(full)]) == 0
+    assert bookgpt.main(["train", *common, "--out", str(full)]) == 0
     # a separate process that dies after step 12: the last checkpoint is step 10
     threads = {"OMP_NUM_THREADS": str(torch.get_num_threads())}  # the same float sums
     proc = run_cli("train", *common, "--out", str(crashed), "--stop-after", "12", env=threads)
     assert proc.returncode == 0, proc.stderr
     assert torch.load(crashed / "ckpt.pt", weights_only=True)["step"] == 10
     assert len(log_losses(crashed)) == 10
-    assert B.main(["train", *common, "--out", str(crashed), "--resume"]) == 0
+    assert bookgpt.main(["train", *common, "--out", str(crashed), "--resume"]) == 0
     a, b = log_losses(full), log_losses(crashed)
     assert len(a) == len(b) == 16
     assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-6  # dropout on: the RNG came back too
@@ -150,8 +154,8 @@ def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_pa
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     step = torch.load(killed / "ckpt.pt", weights_only=True)["step"]
     assert 5 <= step < 400 and step % 5 == 0
-    assert B.main(["train", *common, "--out", str(killed), "--resume"]) == 0
-    assert B.main(["train", *common, "--out", str(full)]) == 0
+    assert bookgpt.main(["train", *common, "--out", str(killed), "--resume"]) == 0
+    assert bookgpt.main(["train", *common, "--out", str(full)]) == 0
     a, b = log_losses(full), log_losses(killed)
     assert len(a) == len(b) == 400
     assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
@@ -159,9 +163,13 @@ def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_pa
 
 def test_resume_refuses_another_configuration(data_dir, tmp_path):
     run = tmp_path / "run"
-    B.train_run(B.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False)
-    with pytest.raises(B.BookGPTError, match="different configuration"):
-        B.train_run(B.get_config("tiny", steps=8), data_dir, run, resume=True, progress=False)
+    bookgpt.train_run(
+        bookgpt.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False
+    )
+    with pytest.raises(bookgpt.BookGPTError, match="different configuration"):
+        bookgpt.train_run(
+            bookgpt.get_config("tiny", steps=8), data_dir, run, resume=True, progress=False
+        )
 
 
 def _free_port() -> int:
@@ -174,7 +182,7 @@ def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
     args = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "4", "--dropout", "0",
             "--batch-size", "8", "--no-progress", "--device", "cpu"]  # fmt: skip
     single = tmp_path / "single"
-    assert B.main(["train", *args, "--out", str(single)]) == 0
+    assert bookgpt.main(["train", *args, "--out", str(single)]) == 0
     ddp = tmp_path / "ddp"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
@@ -195,52 +203,56 @@ def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
 
 def test_sample_is_deterministic_and_checks_the_prompt(data_dir, tmp_path, capsys):
     run = tmp_path / "run"
-    B.train_run(B.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False)
+    bookgpt.train_run(
+        bookgpt.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False
+    )
     ckpt = str(run / "ckpt.pt")
     outs = []
     for _ in range(2):
-        assert B.main(["sample", ckpt, "--prompt", "And the", "--tokens", "40",
+        assert bookgpt.main(["sample", ckpt, "--prompt", "And the", "--tokens", "40",
                        "--temperature", "0.8", "--top-k", "10", "--seed", "3"]) == 0  # fmt: skip
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1] and outs[0].startswith("And the") and len(outs[0]) == 7 + 40 + 1
-    assert B.main(["sample", ckpt, "--prompt", "Zebra€", "--seed", "3"]) == 2
+    assert bookgpt.main(["sample", ckpt, "--prompt", "Zebra€", "--seed", "3"]) == 2
     err = capsys.readouterr().err
     assert "not in the model's vocabulary" in err and "'Z'" in err and "'€'" in err
-    model, itos, _ = B.load_checkpoint(ckpt)
-    text = B.sample_text(model, itos, "the", 30, temperature=1.5, seed=1)
+    model, itos, _ = bookgpt.load_checkpoint(ckpt)
+    text = bookgpt.sample_text(model, itos, "the", 30, temperature=1.5, seed=1)
     assert len(text) == 33 and set(text) <= set(itos)
 
 
 def test_corrupt_or_foreign_checkpoint_gets_a_clear_error(data_dir, tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint at all")
-    assert B.main(["sample", str(bad)]) == 2
+    assert bookgpt.main(["sample", str(bad)]) == 2
     assert "corrupt or not a PyTorch file" in capsys.readouterr().err
     for junk in (b"junk\n", b"", b"PK\x03\x04truncated"):
         bad.write_bytes(junk)
-        with pytest.raises(B.BookGPTError, match="corrupt or not a PyTorch file"):
-            B.read_checkpoint(bad)
+        with pytest.raises(bookgpt.BookGPTError, match="corrupt or not a PyTorch file"):
+            bookgpt.read_checkpoint(bad)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(2)}, foreign)
-    with pytest.raises(B.BookGPTError, match="not a BookGPT checkpoint"):
-        B.load_checkpoint(foreign)
+    with pytest.raises(bookgpt.BookGPTError, match="not a BookGPT checkpoint"):
+        bookgpt.load_checkpoint(foreign)
     run = tmp_path / "run"
-    B.train_run(B.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False)
+    bookgpt.train_run(
+        bookgpt.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False
+    )
     state = torch.load(run / "ckpt.pt", weights_only=True)
     state["gpt_config"]["n_embd"] = 48
     torch.save(state, tmp_path / "mismatch.pt")
-    with pytest.raises(B.BookGPTError, match="does not match"):
-        B.load_checkpoint(tmp_path / "mismatch.pt")
-    assert B.main(["sample", str(tmp_path / "missing.pt")]) == 2
+    with pytest.raises(bookgpt.BookGPTError, match="does not match"):
+        bookgpt.load_checkpoint(tmp_path / "mismatch.pt")
+    assert bookgpt.main(["sample", str(tmp_path / "missing.pt")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
 def test_cli_keeps_prepare_and_reports_a_missing_corpus(tmp_path, capsys):
-    assert B.main(["train", "--config", "tiny", "--data", str(tmp_path / "none"),
+    assert bookgpt.main(["train", "--config", "tiny", "--data", str(tmp_path / "none"),
                    "--no-progress"]) == 2  # fmt: skip
     assert "bookgpt prepare" in capsys.readouterr().err
     folder = tmp_path / "books"
     folder.mkdir()
     (folder / "a.txt").write_text(TEXT * 3, encoding="utf-8")
-    assert B.main(["prepare", "--corpus", str(folder), "--out", str(tmp_path / "d")]) == 0
+    assert bookgpt.main(["prepare", "--corpus", str(folder), "--out", str(tmp_path / "d")]) == 0
     assert (tmp_path / "d" / "meta.json").is_file()

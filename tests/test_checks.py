@@ -3,8 +3,14 @@
 import pytest
 import torch
 
-import course_utils.checks as checks
-from course_utils.checks import CheckFailed, check_tensor, check_true, check_value, fresh_checks
+import course_utils.lessons.checks as checks
+from course_utils.lessons.checks import (
+    CheckFailed,
+    check_tensor,
+    check_true,
+    check_value,
+    fresh_checks,
+)
 
 
 def test_wrong_shape_names_both_shapes():

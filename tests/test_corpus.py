@@ -1,4 +1,4 @@
-"""Tests of course_utils.corpus: BookGPT's offline book corpus (seed 003)."""
+"""Tests of course_utils.projects.corpus: BookGPT's offline book corpus (seed 003)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import corpus as C
-from course_utils.corpus import Book, Corpus, CorpusError, CorpusNotPreparedError
+from course_utils.projects import corpus as C
+from course_utils.projects.corpus import Book, Corpus, CorpusError, CorpusNotPreparedError
 
 GUTENBERG = """\ufeffThe Project Gutenberg eBook of I Promessi Sposi\r
 \r

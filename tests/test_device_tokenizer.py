@@ -7,9 +7,9 @@ from course_utils import (
     GPT,
     CharTokenizer,
     build_model,
+    mini_lm_config,
     pick_device,
     randn,
-    seed000_config,
     seed_everything,
 )
 
@@ -28,10 +28,10 @@ def test_asking_for_missing_cuda_is_a_clear_error(monkeypatch):
 
 
 def test_seeded_models_and_data_are_reproducible():
-    a = build_model(GPT, seed000_config(1), seed=11, device="cpu")
+    a = build_model(GPT, mini_lm_config(1), seed=11, device="cpu")
     torch.randn(100)  # consuming global randomness in between changes nothing
-    b = build_model(GPT, seed000_config(1), seed=11, device="cpu")
-    c = build_model(GPT, seed000_config(1), seed=12, device="cpu")
+    b = build_model(GPT, mini_lm_config(1), seed=11, device="cpu")
+    c = build_model(GPT, mini_lm_config(1), seed=12, device="cpu")
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert not torch.equal(a.tok_emb.weight, c.tok_emb.weight)
     assert torch.equal(randn(3, 4, seed=1), randn(3, 4, seed=1))

@@ -14,8 +14,8 @@ from course_utils import (
     randint,
     randn,
 )
-from course_utils.configs import frozen_decoder_config, seed000_config
-from course_utils.flops import (
+from course_utils.core.configs import frozen_decoder_config, mini_lm_config
+from course_utils.core.flops import (
     GPT2_SMALL,
     attention_flops,
     flop_table,
@@ -70,7 +70,7 @@ def test_attention_matches_the_counter_on_the_explicit_path():
 
 
 def test_block_and_whole_model_match_the_counter():
-    config = seed000_config(3, attention="explicit")
+    config = mini_lm_config(3, attention="explicit")
     x = randn(2, 9, 32, seed=5)
     assert counted(lambda: Block(config)(x)) == layer_flops(config, 2, 9)
     model = build_model(GPT, config, seed=0, device="cpu")
@@ -103,14 +103,14 @@ def test_per_token_formula_and_parameter_rule():
 
 
 def test_breakdown_sums_and_softmax_is_separate():
-    c = seed000_config(2)
+    c = mini_lm_config(2)
     parts = forward_breakdown(c, 2, 16)
     assert sum(v for k, v in parts.items() if k != "softmax (estimate)") == forward_flops(c, 2, 16)
     assert forward_flops(c, 2, 16, softmax=True) - forward_flops(c, 2, 16) == 2 * 4 * 2 * 4 * 16**2
 
 
 def test_a_wrong_formula_would_be_caught():
-    config = seed000_config(1, attention="explicit")
+    config = mini_lm_config(1, attention="explicit")
     model = build_model(GPT, config, seed=0, device="cpu")
     idx = randint(100, (1, 8), seed=9)
     assert counted(lambda: model(idx)) != forward_flops(config, 1, 8, softmax=True)

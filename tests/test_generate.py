@@ -4,10 +4,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_utils import GPT, build_model, randint, seed000_config
-from course_utils.configs import frozen_decoder_config
-from course_utils.flops import forward_flops, generation_flops
-from course_utils.generate import (
+from course_utils import GPT, build_model, mini_lm_config, randint
+from course_utils.core.configs import frozen_decoder_config
+from course_utils.core.flops import forward_flops, generation_flops
+from course_utils.core.generate import (
     KVCache,
     forward_cached,
     generate,
@@ -17,7 +17,7 @@ from course_utils.generate import (
 
 
 def model_for(attention="fused", **overrides):
-    config = seed000_config(2, init="pytorch-default", attention=attention, **overrides)
+    config = mini_lm_config(2, init="pytorch-default", attention=attention, **overrides)
     return build_model(GPT, config, seed=0, device="cpu")
 
 
@@ -90,7 +90,7 @@ def test_counted_generation_flops_equal_the_formula(kv_cache):
 
 
 def test_the_cache_saves_flops_and_the_no_cache_cost_is_a_sum_of_forwards():
-    config = seed000_config(2)
+    config = mini_lm_config(2)
     plain = generation_flops(config, 8, 40)
     cached = generation_flops(config, 8, 40, kv_cache=True)
     assert plain == sum(forward_flops(config, 1, 8 + s) for s in range(40))

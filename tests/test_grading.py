@@ -18,8 +18,8 @@ import nbformat
 import psutil
 import pytest
 
-from course_utils import grading
-from course_utils.labs import render_lab
+from course_utils.tools import grading
+from course_utils.tools.labs import render_lab
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "grading_fixture.ipynb"
 LAB = "grading_fixture"
@@ -86,14 +86,14 @@ NOISY_ONE_HOT = """def one_hot(ids, vocab_size):
     print("x" * 100_000)
     return torch.nn.functional.one_hot(ids, vocab_size).float()"""
 
-PATCH_CHECKS = """import course_utils.checks
+PATCH_CHECKS = """import course_utils.lessons.checks
 
 
 def _always_pass(*args, **kwargs):
     print("check skipped")
 
 
-course_utils.checks.check_tensor = course_utils.checks.check_value = _always_pass
+course_utils.lessons.checks.check_tensor = course_utils.lessons.checks.check_value = _always_pass
 check_tensor = check_value = _always_pass
 
 
@@ -450,9 +450,9 @@ def test_a_missing_submissions_folder_is_a_one_line_usage_error(tmp_path, capsys
 
 
 def test_a_student_lab_is_refused_as_the_lab_to_grade_against(tmp_path, monkeypatch, capsys):
-    import course_utils.labs
+    import course_utils.tools.labs
 
-    monkeypatch.setattr(course_utils.labs, "LABS", tmp_path)
+    monkeypatch.setattr(course_utils.tools.labs, "LABS", tmp_path)
     save(lab(), tmp_path / f"{LAB}.ipynb")
     code = grading.main([str(tmp_path / f"{LAB}.ipynb"), str(tmp_path), "--out", "g.csv"])
     assert code == 2

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from course_utils import GPT, build_model, randint, seed000_config
-from course_utils.initcheck import (
+from course_utils import GPT, build_model, mini_lm_config, randint
+from course_utils.lessons.initcheck import (
     InitReport,
     loss_at_init,
     reinit_token_embedding_,
@@ -51,7 +51,7 @@ def test_report_gap_and_tolerance():
 
 
 def test_default_embedding_init_fails_the_check_and_std_002_passes():
-    model = build_model(GPT, seed000_config(4), seed=0, device="cpu")
+    model = build_model(GPT, mini_lm_config(4), seed=0, device="cpu")
     idx, targets = randint(100, (8, 32), seed=1), randint(100, (8, 32), seed=2)
     broken = loss_at_init(model, idx, targets)
     assert broken.logit_std > 4 and broken.loss > 3 * math.log(100)
@@ -61,7 +61,7 @@ def test_default_embedding_init_fails_the_check_and_std_002_passes():
 
 
 def test_loss_at_init_restores_the_training_mode():
-    model = build_model(GPT, seed000_config(1), seed=0, device="cpu")
+    model = build_model(GPT, mini_lm_config(1), seed=0, device="cpu")
     model.train()
     loss_at_init(model, randint(100, (1, 4), seed=0), randint(100, (1, 4), seed=1))
     assert model.training
@@ -71,8 +71,8 @@ def test_loss_at_init_restores_the_training_mode():
 
 
 def test_reinit_is_seeded_in_place_and_moves_the_tied_head():
-    a = build_model(GPT, seed000_config(1), seed=0, device="cpu")
-    b = build_model(GPT, seed000_config(1), seed=5, device="cpu")
+    a = build_model(GPT, mini_lm_config(1), seed=0, device="cpu")
+    b = build_model(GPT, mini_lm_config(1), seed=5, device="cpu")
     weight = a.tok_emb.weight
     reinit_token_embedding_(a, 0.02, seed=3)
     reinit_token_embedding_(b, 0.02, seed=3)
@@ -104,7 +104,7 @@ def test_train_steps_lowers_the_loss_and_is_deterministic():
     batches = walk_batches(100, n_batches=40, batch_size=8, seq_len=16, seed=0)
 
     def run():
-        model = build_model(GPT, seed000_config(1, init="gpt2"), seed=0, device="cpu")
+        model = build_model(GPT, mini_lm_config(1, init="gpt2"), seed=0, device="cpu")
         return train_steps(model, batches, lr=1e-2, seed=0)
 
     first, second = run(), run()
@@ -113,4 +113,4 @@ def test_train_steps_lowers_the_loss_and_is_deterministic():
     assert first[0] == pytest.approx(math.log(100), abs=0.1)
     assert first[-1] < first[0] - 1.0
     with pytest.raises(ValueError, match="empty"):
-        train_steps(build_model(GPT, seed000_config(1), seed=0, device="cpu"), [])
+        train_steps(build_model(GPT, mini_lm_config(1), seed=0, device="cpu"), [])

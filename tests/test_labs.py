@@ -7,8 +7,8 @@ import shutil
 import nbformat
 import pytest
 
-from course_utils import grading
-from course_utils.labs import LABS, SOLUTIONS, check_all, render_lab
+from course_utils.tools import grading
+from course_utils.tools.labs import LABS, SOLUTIONS, check_all, render_lab
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
 

@@ -9,10 +9,10 @@ from course_utils import (
     format_ledger,
     frozen_decoder_config,
     memory_estimate,
+    mini_lm_config,
     parameter_ledger,
-    seed000_config,
 )
-from course_utils.inspector import hidden_modules, inspect_model, main, mlp_stack
+from course_utils.lessons.inspector import hidden_modules, inspect_model, main, mlp_stack
 
 
 def test_ledger_rows_sum_to_the_total_and_tied_head_counts_zero():
@@ -39,7 +39,7 @@ def test_untied_ledger_has_a_head_row_of_v_times_d():
 
 def test_per_block_ledger_matches_the_formula_in_d_and_d_ff():
     d, d_ff = 32, 128
-    rows = {r.component: r.params for r in parameter_ledger(GPT(seed000_config(2)))}
+    rows = {r.component: r.params for r in parameter_ledger(GPT(mini_lm_config(2)))}
     assert rows["block 1 attention"] == 4 * d * d + 4 * d
     assert rows["block 1 MLP"] == 2 * d * d_ff + d_ff + d
     assert rows["block 1 norms"] == 4 * d

@@ -14,17 +14,17 @@ from course_utils import (
     count_parameters,
     frozen_decoder_config,
     lm_loss,
+    mini_lm_config,
     randint,
     randn,
-    seed000_config,
 )
 
 
 @pytest.mark.parametrize(
     ("n_layer", "expected"), [(1, 18_016), (2, 30_720), (4, 56_128), (8, 106_944)]
 )
-def test_seed000_parameter_counts_are_exact(n_layer, expected):
-    assert count_parameters(GPT(seed000_config(n_layer))) == expected
+def test_mini_lm_parameter_counts_are_exact(n_layer, expected):
+    assert count_parameters(GPT(mini_lm_config(n_layer))) == expected
 
 
 def test_frozen_decoder_has_368_tied_and_400_untied_parameters():
@@ -33,15 +33,15 @@ def test_frozen_decoder_has_368_tied_and_400_untied_parameters():
 
 
 def test_tied_head_shares_storage_with_the_token_embedding():
-    model = GPT(seed000_config(1))
+    model = GPT(mini_lm_config(1))
     assert model.head.weight is model.tok_emb.weight
     assert model.head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
-    untied = GPT(seed000_config(1, tie_weights=False))
+    untied = GPT(mini_lm_config(1, tie_weights=False))
     assert untied.head.weight.data_ptr() != untied.tok_emb.weight.data_ptr()
 
 
 def test_stacked_blocks_are_distinct_objects_with_distinct_parameters():
-    model = build_model(GPT, seed000_config(4), seed=0, device="cpu")
+    model = build_model(GPT, mini_lm_config(4), seed=0, device="cpu")
     blocks = list(model.blocks)
     assert len({id(b) for b in blocks}) == 4
     weights = [b.attn.qkv.weight for b in blocks]
@@ -52,7 +52,7 @@ def test_stacked_blocks_are_distinct_objects_with_distinct_parameters():
 
 @pytest.mark.parametrize("attention", ["fused", "explicit"])
 def test_changing_later_tokens_leaves_earlier_logits_unchanged(attention):
-    model = build_model(GPT, seed000_config(2, attention=attention), seed=1, device="cpu")
+    model = build_model(GPT, mini_lm_config(2, attention=attention), seed=1, device="cpu")
     idx = randint(100, (2, 12), seed=2)
     t = 5
     changed = idx.clone()
@@ -64,8 +64,8 @@ def test_changing_later_tokens_leaves_earlier_logits_unchanged(attention):
 
 
 def test_fused_and_explicit_attention_agree():
-    fused = build_model(GPT, seed000_config(2, init="gpt2"), seed=3, device="cpu")
-    explicit = build_model(GPT, seed000_config(2, init="gpt2", attention="explicit"), 3, "cpu")
+    fused = build_model(GPT, mini_lm_config(2, init="gpt2"), seed=3, device="cpu")
+    explicit = build_model(GPT, mini_lm_config(2, init="gpt2", attention="explicit"), 3, "cpu")
     idx = randint(100, (3, 20), seed=4)
     with torch.no_grad():
         assert torch.allclose(fused(idx), explicit(idx), atol=1e-5)
@@ -97,11 +97,11 @@ def test_each_block_preserves_batch_time_feature_shape(overrides):
     assert block(x).shape == (3, 16, 32)
 
 
-def test_seed000_loss_at_init_matches_ln_vocab_only_with_gpt2_init():
+def test_mini_lm_loss_at_init_matches_ln_vocab_only_with_gpt2_init():
     idx = randint(100, (8, 32), seed=7)
     targets = randint(100, (8, 32), seed=8)
-    good = build_model(GPT, seed000_config(4, init="gpt2"), seed=0, device="cpu")
-    bad = build_model(GPT, seed000_config(4), seed=0, device="cpu")  # PyTorch default init
+    good = build_model(GPT, mini_lm_config(4, init="gpt2"), seed=0, device="cpu")
+    bad = build_model(GPT, mini_lm_config(4), seed=0, device="cpu")  # PyTorch default init
     with torch.no_grad():
         good_loss = lm_loss(good(idx), targets).item()
         bad_loss = lm_loss(bad(idx), targets).item()
@@ -145,7 +145,7 @@ def test_n_head_that_does_not_divide_n_embd_is_a_value_error_naming_the_range():
 
 
 def test_out_of_range_token_id_is_a_value_error_naming_the_range():
-    model = GPT(seed000_config(1))
+    model = GPT(mini_lm_config(1))
     idx = torch.tensor([[1, 2, 100]])
     with pytest.raises(ValueError, match=r"token id 100 .*vocab_size - 1\] = \[0, 99\]"):
         model(idx)

@@ -7,7 +7,7 @@ import shutil
 import nbformat
 import pytest
 
-from course_utils.notebooks import ROOT, course_notebooks, strip
+from course_utils.tools.publish import ROOT, course_notebooks, strip
 
 NOTEBOOKS = course_notebooks()
 NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")

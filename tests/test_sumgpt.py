@@ -7,100 +7,100 @@ import torch
 from torch import nn
 
 from course_utils import GPT, build_model, count_parameters
-from course_utils import sumgpt as S
+from course_utils.projects import sumgpt
 
 
 def test_format_pads_operands_to_3_and_the_answer_to_4_digits_units_first():
-    assert S.format_example(123, 456) == "123+456=9750\n"
-    assert S.format_example(123, 456, reverse=False) == "123+456=0579\n"
-    assert S.format_example(5, 7) == "005+007=2100\n"
-    assert S.format_example(999, 999) == "999+999=8991\n"
+    assert sumgpt.format_example(123, 456) == "123+456=9750\n"
+    assert sumgpt.format_example(123, 456, reverse=False) == "123+456=0579\n"
+    assert sumgpt.format_example(5, 7) == "005+007=2100\n"
+    assert sumgpt.format_example(999, 999) == "999+999=8991\n"
     with pytest.raises(ValueError, match="out of range"):
-        S.format_example(1000, 1)
+        sumgpt.format_example(1000, 1)
 
 
 def test_token_encoding_matches_the_text_format_and_fills_the_context_exactly():
     a = torch.tensor([0, 5, 123, 999, 450, 71])
     b = torch.tensor([0, 7, 456, 999, 550, 8])
     for reverse in (True, False):
-        seq = S.encode_pairs(a, b, reverse)
-        assert seq.shape == (6, S.SEQ_LEN) == (6, 13)
+        seq = sumgpt.encode_pairs(a, b, reverse)
+        assert seq.shape == (6, sumgpt.SEQ_LEN) == (6, 13)
         for row, x, y in zip(seq, a.tolist(), b.tolist()):
-            assert S.TOKENIZER.decode(row) == S.format_example(x, y, reverse)
-    assert S.BLOCK_SIZE == 12 and len(S.VOCAB) == 13
+            assert sumgpt.TOKENIZER.decode(row) == sumgpt.format_example(x, y, reverse)
+    assert sumgpt.BLOCK_SIZE == 12 and len(sumgpt.VOCAB) == 13
 
 
 def test_masked_targets_ignore_everything_before_the_answer():
-    seq = S.encode_pairs([123], [456])
-    x, y = S.masked_targets(seq)
+    seq = sumgpt.encode_pairs([123], [456])
+    x, y = sumgpt.masked_targets(seq)
     assert x.shape == y.shape == (1, 12)
     assert torch.equal(x, seq[:, :12])
-    assert (y[0, :7] == S.IGNORE_INDEX).all()
-    assert S.TOKENIZER.decode(y[0, 7:]) == "9750\n"
-    assert S.TOKENIZER.decode(x[0, 7:8]) == "="  # "=" predicts the first answer digit
-    _, unmasked = S.masked_targets(seq, mask=False)
+    assert (y[0, :7] == sumgpt.IGNORE_INDEX).all()
+    assert sumgpt.TOKENIZER.decode(y[0, 7:]) == "9750\n"
+    assert sumgpt.TOKENIZER.decode(x[0, 7:8]) == "="  # "=" predicts the first answer digit
+    _, unmasked = sumgpt.masked_targets(seq, mask=False)
     assert torch.equal(unmasked, seq[:, 1:])
-    assert not (seq == S.IGNORE_INDEX).any()  # masking does not touch the input
+    assert not (seq == sumgpt.IGNORE_INDEX).any()  # masking does not touch the input
 
 
 def test_answers_parse_back_to_integers_and_malformed_ones_are_minus_one():
     a, b = torch.tensor([5, 999, 123]), torch.tensor([7, 999, 456])
     for reverse in (True, False):
-        answers = S.encode_pairs(a, b, reverse)[:, S.PROMPT_LEN :]
-        assert S.answers_to_ints(answers, reverse).tolist() == [12, 1998, 579]
-    bad = S.encode_pairs(a, b)[:, S.PROMPT_LEN :].clone()
-    bad[0, 1] = S.PLUS
-    bad[1, 4] = S.DIGIT0  # no newline at the end
-    assert S.answers_to_ints(bad).tolist() == [-1, -1, 579]
+        answers = sumgpt.encode_pairs(a, b, reverse)[:, sumgpt.PROMPT_LEN :]
+        assert sumgpt.answers_to_ints(answers, reverse).tolist() == [12, 1998, 579]
+    bad = sumgpt.encode_pairs(a, b)[:, sumgpt.PROMPT_LEN :].clone()
+    bad[0, 1] = sumgpt.PLUS
+    bad[1, 4] = sumgpt.DIGIT0  # no newline at the end
+    assert sumgpt.answers_to_ints(bad).tolist() == [-1, -1, 579]
 
 
 def test_carries_are_counted_per_column_including_ripples():
     a = [0, 123, 55, 999, 909, 500]
     b = [0, 456, 45, 1, 91, 500]
-    assert S.count_carries(a, b).tolist() == [0, 0, 2, 3, 3, 1]
+    assert sumgpt.count_carries(a, b).tolist() == [0, 0, 2, 3, 3, 1]
 
 
 def test_seed_configuration_has_the_expected_size():
-    config = S.sumgpt_config()
+    config = sumgpt.sumgpt_config()
     assert (config.n_embd, config.n_head, config.n_layer, config.block_size) == (128, 4, 4, 12)
     model = build_model(GPT, config, seed=0, device="cpu")
     assert count_parameters(model) == 796_544
 
 
 def test_heldout_split_is_symmetric_disjoint_and_about_one_pair_in_fifty():
-    train_pool, held_pool = S.training_pool(), S.heldout_pool()
+    train_pool, held_pool = sumgpt.training_pool(), sumgpt.heldout_pool()
     assert len(train_pool) + len(held_pool) == 1_000_000
     assert len(held_pool) == 20_411
     assert not set(held_pool[:2000].tolist()) & set(train_pool.tolist())
     a, b = held_pool // 1000, held_pool % 1000
-    assert S.is_heldout(b, a).all()  # b+a is held out whenever a+b is
-    assert not S.is_heldout(train_pool // 1000, train_pool % 1000).any()
+    assert sumgpt.is_heldout(b, a).all()  # b+a is held out whenever a+b is
+    assert not sumgpt.is_heldout(train_pool // 1000, train_pool % 1000).any()
 
 
 def test_training_batches_are_seeded_and_never_contain_a_heldout_pair():
-    first = S.SumBatches(512, seed=3)
-    again = S.SumBatches(512, seed=3)
-    other = S.SumBatches(512, seed=4)
+    first = sumgpt.SumBatches(512, seed=3)
+    again = sumgpt.SumBatches(512, seed=3)
+    other = sumgpt.SumBatches(512, seed=4)
     x1, y1 = first()
     x2, y2 = again()
     assert torch.equal(x1, x2) and torch.equal(y1, y2)
     assert not torch.equal(x1, other()[0])
     for _ in range(20):
         x, _ = first()
-        digits = x[:, [0, 1, 2, 4, 5, 6]] - S.DIGIT0
+        digits = x[:, [0, 1, 2, 4, 5, 6]] - sumgpt.DIGIT0
         a = digits[:, 0] * 100 + digits[:, 1] * 10 + digits[:, 2]
         b = digits[:, 3] * 100 + digits[:, 4] * 10 + digits[:, 5]
-        assert not S.is_heldout(a, b).any()
+        assert not sumgpt.is_heldout(a, b).any()
 
 
 def test_heldout_pairs_are_distinct_reproducible_and_bounded():
-    a, b = S.heldout_pairs(5000, seed=0)
-    assert S.is_heldout(a, b).all()
+    a, b = sumgpt.heldout_pairs(5000, seed=0)
+    assert sumgpt.is_heldout(a, b).all()
     assert len(set((a * 1000 + b).tolist())) == 5000
-    a2, b2 = S.heldout_pairs(5000, seed=0)
+    a2, b2 = sumgpt.heldout_pairs(5000, seed=0)
     assert torch.equal(a, a2) and torch.equal(b, b2)
     with pytest.raises(ValueError, match="held-out"):
-        S.heldout_pairs(10**6)
+        sumgpt.heldout_pairs(10**6)
 
 
 class Oracle(nn.Module):
@@ -110,105 +110,107 @@ class Oracle(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.config = S.sumgpt_config()
+        self.config = sumgpt.sumgpt_config()
         self.dummy = nn.Parameter(torch.zeros(1))
 
     def forward(self, idx):
-        d = idx[:, :7] - S.DIGIT0
+        d = idx[:, :7] - sumgpt.DIGIT0
         a = d[:, 0] * 100 + d[:, 1] * 10 + d[:, 2]
         b = d[:, 4] * 100 + d[:, 5] * 10 + d[:, 6]
-        truth = S.encode_pairs(a, b)
+        truth = sumgpt.encode_pairs(a, b)
         nxt = truth[:, 1 : idx.size(1) + 1].clone()
         T = idx.size(1)
         for position, wrong in ((7, a // 10 % 10 == 5), (8, a % 10 == 7)):  # units, tens
             if T > position:
-                nxt[wrong, position] = S.DIGIT0 + (nxt[wrong, position] - S.DIGIT0 + 1) % 10
+                nxt[wrong, position] = (
+                    sumgpt.DIGIT0 + (nxt[wrong, position] - sumgpt.DIGIT0 + 1) % 10
+                )
         if T > 11:  # position 11 predicts the newline
-            nxt[b % 10 == 3, 11] = S.PLUS
-        return nn.functional.one_hot(nxt, len(S.VOCAB)).float() + 0 * self.dummy
+            nxt[b % 10 == 3, 11] = sumgpt.PLUS
+        return nn.functional.one_hot(nxt, len(sumgpt.VOCAB)).float() + 0 * self.dummy
 
 
 def test_greedy_decoding_and_the_one_pass_exact_match_agree():
     oracle = Oracle()
-    a, b = S.heldout_pairs(400, seed=2)
+    a, b = sumgpt.heldout_pairs(400, seed=2)
     planted = (a // 10 % 10 == 5) | (a % 10 == 7) | (b % 10 == 3)
-    predicted = S.predict_sums(oracle, a, b)
+    predicted = sumgpt.predict_sums(oracle, a, b)
     assert torch.equal(predicted == a + b, ~planted)
     assert (predicted[b % 10 == 3] == -1).all()  # no newline: not a well-formed answer
-    correct = S.correct_answers(oracle, a, b, batch_size=64)
+    correct = sumgpt.correct_answers(oracle, a, b, batch_size=64)
     assert torch.equal(correct, ~planted)
-    assert S.exact_match(oracle, a, b) == pytest.approx(float((~planted).float().mean()))
+    assert sumgpt.exact_match(oracle, a, b) == pytest.approx(float((~planted).float().mean()))
 
 
 def test_greedy_decode_appends_argmax_tokens_of_a_real_model():
-    model = build_model(GPT, S.sumgpt_config(n_layer=1), seed=1, device="cpu")
-    prompts = S.encode_pairs([12, 340], [5, 999])[:, : S.PROMPT_LEN]
-    out = S.greedy_decode(model, prompts)
-    assert out.shape == (2, S.ANSWER_LEN)
+    model = build_model(GPT, sumgpt.sumgpt_config(n_layer=1), seed=1, device="cpu")
+    prompts = sumgpt.encode_pairs([12, 340], [5, 999])[:, : sumgpt.PROMPT_LEN]
+    out = sumgpt.greedy_decode(model, prompts)
+    assert out.shape == (2, sumgpt.ANSWER_LEN)
     with torch.no_grad():
         manual = prompts
-        for _ in range(S.ANSWER_LEN):
+        for _ in range(sumgpt.ANSWER_LEN):
             manual = torch.cat([manual, model(manual)[:, -1:].argmax(-1)], 1)
-    assert torch.equal(out, manual[:, S.PROMPT_LEN :])
+    assert torch.equal(out, manual[:, sumgpt.PROMPT_LEN :])
     assert model.training  # mode restored
 
 
 def small_model():
-    return build_model(GPT, S.sumgpt_config(n_layer=1, n_embd=32), seed=0, device="cpu")
+    return build_model(GPT, sumgpt.sumgpt_config(n_layer=1, n_embd=32), seed=0, device="cpu")
 
 
 def test_checkpoints_round_trip(tmp_path):
     model = small_model()
-    path = S.save_checkpoint(tmp_path / "m.pt", model, reverse=False, steps=7)
-    loaded, info = S.load_checkpoint(path, device="cpu")
+    path = sumgpt.save_checkpoint(tmp_path / "m.pt", model, reverse=False, steps=7)
+    loaded, info = sumgpt.load_checkpoint(path, device="cpu")
     assert info["reverse"] is False and info["meta"]["steps"] == 7
-    x = S.encode_pairs([1, 2], [3, 4])[:, :12]
+    x = sumgpt.encode_pairs([1, 2], [3, 4])[:, :12]
     with torch.no_grad():
         assert torch.equal(loaded(x), model(x))
 
 
 def test_bad_checkpoints_get_clear_errors(tmp_path):
-    with pytest.raises(S.CheckpointError, match="no such checkpoint"):
-        S.load_checkpoint(tmp_path / "missing.pt")
-    good = S.save_checkpoint(tmp_path / "good.pt", small_model())
+    with pytest.raises(sumgpt.CheckpointError, match="no such checkpoint"):
+        sumgpt.load_checkpoint(tmp_path / "missing.pt")
+    good = sumgpt.save_checkpoint(tmp_path / "good.pt", small_model())
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(good.read_bytes()[:200])
-    with pytest.raises(S.CheckpointError, match="corrupt or truncated"):
-        S.load_checkpoint(truncated)
+    with pytest.raises(sumgpt.CheckpointError, match="corrupt or truncated"):
+        sumgpt.load_checkpoint(truncated)
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint at all")
-    with pytest.raises(S.CheckpointError, match="corrupt or truncated"):
-        S.load_checkpoint(garbage)
+    with pytest.raises(sumgpt.CheckpointError, match="corrupt or truncated"):
+        sumgpt.load_checkpoint(garbage)
     foreign = tmp_path / "foreign.pt"
     torch.save({"model": {}}, foreign)
-    with pytest.raises(S.CheckpointError, match="not a SumGPT checkpoint"):
-        S.load_checkpoint(foreign)
+    with pytest.raises(sumgpt.CheckpointError, match="not a SumGPT checkpoint"):
+        sumgpt.load_checkpoint(foreign)
 
     payload = torch.load(good, weights_only=True)
     payload["config"]["n_embd"] = 64
     torch.save(payload, tmp_path / "shape.pt")
-    with pytest.raises(S.CheckpointError, match="shape mismatch"):
-        S.load_checkpoint(tmp_path / "shape.pt")
+    with pytest.raises(sumgpt.CheckpointError, match="shape mismatch"):
+        sumgpt.load_checkpoint(tmp_path / "shape.pt")
     payload = torch.load(good, weights_only=True)
     payload["config"]["n_layer"] = 2
     torch.save(payload, tmp_path / "layers.pt")
-    with pytest.raises(S.CheckpointError, match="missing"):
-        S.load_checkpoint(tmp_path / "layers.pt")
+    with pytest.raises(sumgpt.CheckpointError, match="missing"):
+        sumgpt.load_checkpoint(tmp_path / "layers.pt")
     payload = torch.load(good, weights_only=True)
     payload["config"]["vocab_size"] = 20
     torch.save(payload, tmp_path / "vocab.pt")
-    with pytest.raises(S.CheckpointError, match="SumGPT needs vocab_size=13"):
-        S.load_checkpoint(tmp_path / "vocab.pt")
+    with pytest.raises(sumgpt.CheckpointError, match="SumGPT needs vocab_size=13"):
+        sumgpt.load_checkpoint(tmp_path / "vocab.pt")
 
 
 def test_cli_trains_saves_and_evaluates(tmp_path, capsys):
     ckpt = tmp_path / "cli.pt"
     argv = ["train", "--steps", "3", "--out", str(ckpt), "--device", "cpu", "--no-progress"]
-    assert S.main(argv) == 0
+    assert sumgpt.main(argv) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"exact-match: \d\.\d{4} on 1000 held-out sums", out[-1])
     assert ckpt.is_file()
-    assert S.main(["eval", str(ckpt), "--n", "200", "--device", "cpu"]) == 0
+    assert sumgpt.main(["eval", str(ckpt), "--n", "200", "--device", "cpu"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"exact-match: \d\.\d{4} on 200 held-out sums", out[-1])
     assert any("carries" in line for line in out)
@@ -217,10 +219,10 @@ def test_cli_trains_saves_and_evaluates(tmp_path, capsys):
 def test_cli_reports_bad_checkpoints_and_arguments(tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"\x00" * 10)
-    assert S.main(["eval", str(bad), "--device", "cpu"]) == 1
+    assert sumgpt.main(["eval", str(bad), "--device", "cpu"]) == 1
     assert "corrupt or truncated" in capsys.readouterr().err
-    good = S.save_checkpoint(tmp_path / "good.pt", small_model())
-    assert S.main(["eval", str(good), "--n", "0", "--device", "cpu"]) == 2
+    good = sumgpt.save_checkpoint(tmp_path / "good.pt", small_model())
+    assert sumgpt.main(["eval", str(good), "--n", "0", "--device", "cpu"]) == 2
     assert "--n" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        S.main(["fly"])
+        sumgpt.main(["fly"])

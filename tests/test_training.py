@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
-from course_utils.training import (
+from course_utils.engine.training import (
     History,
     TrainConfig,
     atomic_save,

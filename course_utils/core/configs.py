@@ -7,7 +7,7 @@ from dataclasses import replace
 from .model import GPTConfig
 
 
-def seed000_config(n_layer: int = 4, **overrides) -> GPTConfig:
+def mini_lm_config(n_layer: int = 4, **overrides) -> GPTConfig:
     """Seed 000's ``MiniTransformerLM``: V=100, d=32, h=4, d_ff=128, learned positions up to 64,
     biased attention and MLP, a final LayerNorm, a tied head, and PyTorch's default init."""
     config = GPTConfig(
@@ -52,7 +52,7 @@ def frozen_decoder_config(tie_weights: bool = True, **overrides) -> GPTConfig:
 
 # The configurations the inspector CLI knows by name.
 NAMED_CONFIGS = {
-    **{f"seed000-L{n}": (lambda n=n: seed000_config(n)) for n in (1, 2, 4, 8)},
+    **{f"mini-lm-L{n}": (lambda n=n: mini_lm_config(n)) for n in (1, 2, 4, 8)},
     "frozen-decoder": frozen_decoder_config,
     "frozen-decoder-untied": lambda: frozen_decoder_config(tie_weights=False),
 }

@@ -1,4 +1,4 @@
-"""Autoregressive generation for :class:`course_utils.model.GPT`, without and with a KV cache.
+"""Autoregressive generation for :class:`course_utils.core.model.GPT`, without and with a KV cache.
 
 ``generate`` re-runs the model on the whole context for every new token, as nanoGPT does.
 ``generate_cached`` runs the prompt once (the *prefill*), keeps every layer's keys and values,

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
 
-        from .device import DEVICE_ENV, pick_device
+        from ..core.device import DEVICE_ENV, pick_device
 
         cuda = torch.version.cuda or "none (CPU-only build)"
         print(f"torch:   {torch.__version__}, CUDA build: {cuda}")

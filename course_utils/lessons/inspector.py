@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from .configs import NAMED_CONFIGS, named_config
-from .ledger import MIB, MemoryEstimate, format_ledger, memory_estimate, parameter_ledger
-from .model import GPT
+from ..core.configs import NAMED_CONFIGS, named_config
+from ..core.ledger import MIB, MemoryEstimate, format_ledger, memory_estimate, parameter_ledger
+from ..core.model import GPT
 
 
 def mlp_stack(dim: int, layers: int) -> nn.Sequential:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .model import lm_loss
+from ..core.model import lm_loss
 
 
 def uniform_loss(vocab_size: int) -> float:

@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .device import pick_device, seed_everything
-from .model import lm_loss
+from ..core.device import pick_device
+from ..core.model import lm_loss
+from ..core.seeding import seed_everything
 
 PRECISIONS = ("auto", "bf16", "fp32")
 # Seconds between progress-bar redraws. In a notebook each redraw sends widget messages, and

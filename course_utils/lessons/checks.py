@@ -128,8 +128,9 @@ def check_true(name: str, condition: bool, message: str) -> None:
 def fresh_checks():
     """A private copy of this module, loaded from its file rather than ``sys.modules``.
 
-    Hidden tests use it so that a student who monkeypatches ``course_utils.checks`` (say, to make
-    every check pass) changes nothing in the grading: ``check = fresh_checks().check_value``.
+    Hidden tests use it so that a student who monkeypatches ``course_utils.lessons.checks`` (say,
+    to make every check pass) changes nothing in the grading:
+    ``check = fresh_checks().check_value``.
     """
     import importlib.util
 

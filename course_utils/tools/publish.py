@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: course_utils/tools/ is two down
 
 # Volatile metadata stripped everywhere, on top of nbstripout's own defaults. (The kernelspec's
 # display_name stays: the notebook schema, and so nbgrader, requires it.)

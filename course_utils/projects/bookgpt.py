@@ -1,11 +1,10 @@
 """BookGPT (seed 003): train, resume and sample a character-level GPT on a prepared book corpus.
 
-The corpus side (``bookgpt prepare``, memmaps, :func:`course_utils.corpus.batch_at`) lives in
-:mod:`course_utils.corpus`; this module adds the run on top of the shared training pieces of
-:mod:`course_utils.training` (:class:`~course_utils.training.TrainConfig`,
-:func:`~course_utils.training.lr_at`, :func:`~course_utils.training.configure_optimizer`,
-:func:`~course_utils.training.autocast_for`, :class:`~course_utils.training.History`,
-:func:`~course_utils.training.atomic_save`):
+The corpus side (``bookgpt prepare``, memmaps, ``batch_at``) lives in
+:mod:`course_utils.projects.corpus`; this module adds the run on top of the shared training
+pieces of :mod:`course_utils.engine.training` (``TrainConfig``, ``lr_at``, ``configure_optimizer``,
+:func:`~course_utils.engine.training.autocast_for`, :class:`~course_utils.engine.training.History`,
+:func:`~course_utils.engine.training.atomic_save`):
 
 * :data:`CONFIGS`: ``cpu`` (a couple of minutes on 2 CPU cores) and the seed's three shapes,
   ``baseline`` (d 128, 4 heads, 4 blocks, context 256), ``larger`` (d 256, 8 heads, 6 blocks)
@@ -17,11 +16,11 @@ The corpus side (``bookgpt prepare``, memmaps, :func:`course_utils.corpus.batch_
   checkpoint) reproduces an uninterrupted run's losses. Under ``torchrun`` it runs PyTorch DDP
   (gloo on CPU, nccl on CUDA): every rank takes its slice of the same global batch.
 * :func:`load_checkpoint` / :func:`sample_text`: generation from a checkpoint with
-  :func:`course_utils.generate.generate`, deterministic for a seed.
+  :func:`course_utils.core.generate.generate`, deterministic for a seed.
 * :func:`recorded_seed_runs`: the seed's three configurations as trained once on a GPU.
 
 Command line (``python -m course_utils bookgpt ...``, :func:`main`): ``prepare`` (from
-:mod:`course_utils.corpus`), ``train`` and ``sample``.
+:mod:`course_utils.projects.corpus`), ``train`` and ``sample``.
 """
 
 from __future__ import annotations
@@ -40,11 +39,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import corpus as corpus_mod
-from .device import pick_device
-from .generate import generate
-from .model import GPT, GPTConfig, lm_loss
-from .training import (
+from ..core.device import pick_device
+from ..core.generate import generate
+from ..core.model import GPT, GPTConfig, lm_loss
+from ..engine.training import (
     BAR_SECONDS,
     History,
     TrainConfig,
@@ -53,6 +51,7 @@ from .training import (
     configure_optimizer,
     lr_at,
 )
+from . import corpus as corpus_mod
 
 CHECKPOINT_FORMAT = "bookgpt-checkpoint-1"
 CHECKPOINT_NAME = "ckpt.pt"
@@ -504,7 +503,7 @@ def sample_text(
     seed: int = 0,
 ) -> str:
     """``prompt`` followed by ``tokens`` sampled characters; the same seed gives the same text
-    (the draws come from a seeded CPU generator, :func:`course_utils.generate.pick_next`)."""
+    (the draws come from a seeded CPU generator, :func:`course_utils.core.generate.pick_next`)."""
     if not prompt:
         raise BookGPTError("the prompt is empty; pass at least one character (e.g. a newline)")
     if tokens < 0:

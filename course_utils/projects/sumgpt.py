@@ -9,7 +9,7 @@ Held-out sums never appear in training, by construction: the space of pairs is s
 hash of the *unordered* pair {a, b}; about 1 pair in 50 is held out, in both orders, and training
 batches are drawn only from the other pairs.
 
-``python -m course_utils sumgpt train|eval`` (or ``python -m course_utils.sumgpt``) is the CLI.
+``python -m course_utils sumgpt train|eval`` is the command line.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .device import build_model, pick_device
-from .generate import generate
-from .model import GPT, GPTConfig
-from .tokenizer import CharTokenizer
-from .training import TrainConfig, atomic_save, train
+from ..core.device import pick_device
+from ..core.generate import generate
+from ..core.model import GPT, GPTConfig
+from ..core.seeding import build_model
+from ..core.tokenizer import CharTokenizer
+from ..engine.training import TrainConfig, atomic_save, train
 
 VOCAB = "0123456789+=\n"
 TOKENIZER = CharTokenizer(VOCAB)  # ids: "\n" 0, "+" 1, "0".."9" 2..11, "=" 12

@@ -45,6 +45,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..engine.io import atomic_write_text
+
 # Row statuses: only GRADED rows were executed; the others score 0 and say why in `reason`.
 GRADED = "graded"
 CORRUPT = "corrupt"  # a notebook file that is no longer valid JSON / a valid notebook
@@ -64,7 +66,7 @@ KERNEL_STARTUP_TIMEOUT = 240
 STUDENT = "student"  # the id inside each worker's private course directory
 MARKER_ENV = "COURSE_UTILS_GRADING_RUN"  # tags every process a worker starts, to kill leftovers
 _RUNNING: set[multiprocessing.process.BaseProcess] = set()  # live workers, killed on Ctrl-C
-WORKER_PRELOAD = ["course_utils.grading", "nbgrader.converters", "nbgrader.api"]
+WORKER_PRELOAD = ["course_utils.tools.grading", "nbgrader.converters", "nbgrader.api"]
 
 # Feedback limits: a student's print loop must not produce a megabyte of Markdown.
 MAX_OUTPUT_LINES = 40
@@ -565,27 +567,14 @@ def write_gradebook(results: list[Result], lab: Lab, out: Path) -> None:
     half a gradebook, and the previous one survives a failed run."""
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(gradebook_rows(results, lab))
-    _write_atomically(out, buffer.getvalue())
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(out, buffer.getvalue())
 
 
 def write_feedback(results: list[Result], lab: Lab, folder: Path) -> None:
     """One Markdown file per student: the total, then each exercise's points and message."""
     folder.mkdir(parents=True, exist_ok=True)
     for result in results:
-        _write_atomically(folder / f"{result.student}.md", feedback_markdown(result, lab))
+        atomic_write_text(folder / f"{result.student}.md", feedback_markdown(result, lab))
 
 
 def feedback_markdown(result: Result, lab: Lab) -> str:
@@ -653,7 +642,7 @@ def worker_process(workdir: str) -> None:
     raises, the worker exits with 1 and the parent reports the last line of its log."""
     job = json.loads((Path(workdir) / "job.json").read_text(encoding="utf-8"))
     result = grade_in_worker(job)
-    _write_atomically(Path(workdir) / "result.json", json.dumps(result))
+    atomic_write_text(Path(workdir) / "result.json", json.dumps(result))
 
 
 def grade_in_worker(job: dict) -> dict:

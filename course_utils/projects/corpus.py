@@ -31,12 +31,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
-import shutil
 import sys
 import unicodedata
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,7 +42,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .tokenizer import CharTokenizer
+from ..core.tokenizer import CharTokenizer
+from ..engine.io import atomic_folder, write_synced
 
 DEFAULT_OUT_DIR = Path("data/bookgpt")  # relative to the working directory; data/ is git-ignored
 VAL_FRACTION = 0.1  # the seed's split: the last 10% of every book is validation
@@ -301,8 +299,8 @@ def join_parts(parts: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
 
 def build_vocab(*texts: str) -> list[str]:
     """Every distinct character of the texts, sorted by code point (the same order as
-    :class:`course_utils.tokenizer.CharTokenizer`). Built from train *and* val: a character that
-    occurs only in val (a rare accent or symbol) would otherwise make the val file
+    :class:`course_utils.core.tokenizer.CharTokenizer`). Built from train *and* val: a character
+    that occurs only in val (a rare accent or symbol) would otherwise make the val file
     unencodable. It only adds an embedding row the model never trains; nothing about val's
     text enters training."""
     chars: set[str] = set()
@@ -491,47 +489,16 @@ def _check_out_dir(out_dir: Path) -> None:
 
 
 def write_atomically(out_dir: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` to fill a fresh temporary folder next to ``out_dir`` (same parent,
-    so the same file system) and only when it returns move the folder into place: a previous
-    ``out_dir`` is renamed aside, the new one renamed in, the old one deleted. If ``write``
-    fails (or is interrupted) the temporary folder is removed and ``out_dir`` is untouched:
-    training never reads a half-written corpus. (Two renames, not one: Linux cannot swap two
-    folders in one call, so for a moment there is no ``out_dir``; if the second rename fails
-    the old folder is put back.)"""
+    """Fill a fresh folder with ``write(tmp)`` and swap it in as ``out_dir`` only when that
+    succeeds (:func:`course_utils.engine.io.atomic_folder`): training never reads a
+    half-written corpus. Refuses an ``out_dir`` that is not a prepared corpus."""
     out_dir = Path(out_dir)
     _check_out_dir(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()  # not tempfile.mkdtemp: its 0700 mode would become the corpus folder's
-    try:
-        write(tmp)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(out_dir, old)
-            try:
-                os.rename(tmp, out_dir)
-            except BaseException:
-                os.rename(old, out_dir)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    """Write and fsync, so a completed rename never points at data still in a cache."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    return atomic_folder(out_dir, write)
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    _write_file(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    write_synced(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
 
 
 # ---- prepare --------------------------------------------------------------------------------
@@ -608,7 +575,7 @@ def prepare(
 
     def write(tmp: Path) -> None:
         for split in SPLITS:
-            _write_file(tmp / f"{split}.bin", arrays[split].tobytes())
+            write_synced(tmp / f"{split}.bin", arrays[split].tobytes())
         _write_json(tmp / "meta.json", meta)
 
     write_atomically(out_dir, write)

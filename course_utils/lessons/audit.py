@@ -1,6 +1,6 @@
 """The frozen decoder audit (seed 002): every contract of a decoder, checked in a fixed order.
 
-``audit(model, batch)`` runs eight checks on a :class:`course_utils.model.GPT` and a batch
+``audit(model, batch)`` runs eight checks on a :class:`course_utils.core.model.GPT` and a batch
 ``(inputs, targets)`` in the order the seed gives, prints a pass/fail line per check and returns
 an :class:`AuditReport`:
 
@@ -24,10 +24,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .configs import frozen_decoder_config
-from .device import build_model
-from .ledger import count_parameters, parameter_ledger
-from .model import GPT, CausalSelfAttention, GPTConfig
+from ..core.configs import frozen_decoder_config
+from ..core.ledger import count_parameters, parameter_ledger
+from ..core.model import GPT, CausalSelfAttention, GPTConfig
+from ..core.seeding import build_model
 
 VOCAB = ("<pad>", "<bos>", "<eos>", "A", "B", "C", "D", "E")  # the frozen decoder's V = 8 tokens
 PAD, BOS, EOS = 0, 1, 2

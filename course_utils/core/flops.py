@@ -142,7 +142,7 @@ def generation_flops(
     config: GPTConfig, prompt_len: int, new_tokens: int, B: int = 1, kv_cache: bool = False
 ) -> int:
     """Matmul FLOPs of generating ``new_tokens`` tokens after a prompt of ``prompt_len``, as the
-    generators of :mod:`course_utils.generate` do it (within the context window).
+    generators of :mod:`course_utils.core.generate` do it (within the context window).
 
     Without a cache, step s re-runs the whole forward on the P + s tokens so far (logits for every
     position). With a KV cache, a prefill runs the prompt once, then each further step feeds one

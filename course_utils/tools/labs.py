@@ -25,7 +25,7 @@ from nbgrader.preprocessors import (
     LockCells,
 )
 
-from .notebooks import ROOT, nbstripout_command
+from .publish import ROOT, nbstripout_command
 
 SOLUTIONS = ROOT / "solutions"
 LABS = ROOT / "labs"

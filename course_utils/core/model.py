@@ -1,7 +1,7 @@
 """The course's reference GPT: one config dataclass and one class per component.
 
 Written in the spirit of nanoGPT's ``model.py`` so a student can read it top to bottom. The same
-classes rebuild the source documents' models exactly (see :mod:`course_utils.configs`).
+classes rebuild the source documents' models exactly (see :mod:`course_utils.core.configs`).
 """
 
 from __future__ import annotations

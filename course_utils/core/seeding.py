@@ -1,38 +1,17 @@
-"""Pick the compute device and seed every random number generator, the same way everywhere.
+"""Seeded randomness that is the same on every machine: draw on the CPU, then move.
 
-Randomness is always drawn on the CPU and moved to the device afterwards, so a seeded model or
-batch is the same on a laptop and on a GPU (up to floating-point error in what is computed).
+A seeded model or batch is then identical on a laptop and on a GPU (up to floating-point error in
+what is later computed with it), because no device-specific generator is ever involved.
 """
 
 from __future__ import annotations
 
-import os
 import random
 
 import numpy as np
 import torch
 
-DEVICE_ENV = "COURSE_DEVICE"
-
-
-def pick_device(preferred: str | None = None) -> torch.device:
-    """``preferred``, else $COURSE_DEVICE, else cuda, then mps, then cpu."""
-    choice = preferred or os.environ.get(DEVICE_ENV)
-    if choice:
-        device = torch.device(choice)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(
-                f"device {choice!r} was asked for but torch.cuda.is_available() is False: "
-                f"unset {DEVICE_ENV} or install a CUDA build of torch"
-            )
-        if device.type == "mps" and not torch.backends.mps.is_available():
-            raise ValueError(f"device {choice!r} was asked for but MPS is not available")
-        return device
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+from .device import pick_device
 
 
 def seed_everything(seed: int) -> torch.Generator:
