@@ -5,33 +5,42 @@ BIN := $(VENV)/bin
 # Jupyter refuses to run as root unless told (containers, CI boxes).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup course test lint publish-labs
+.PHONY: setup instructor dev course test lint publish-labs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install only when the requirements change.
+# The student's install. The right torch first (CPU-only without an NVIDIA GPU; an installed
+# torch is kept), then the course; re-run only when the requirements change.
 $(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml
+	$(BIN)/python course_utils/tools/torch_setup.py
 	$(BIN)/python -m pip install -r requirements.txt
 	-$(BIN)/python -m course_utils setup-git
 	touch $@
 
-# The test suite also needs the maintainers' extra (the benchmarks' reference implementation).
-$(VENV)/.installed-bench: $(VENV)/.installed
-	$(BIN)/python -m pip install -e '.[bench]'
+# Instructors: nbgrader for generating and grading labs.
+$(VENV)/.installed-instructor: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[instructor]'
+	touch $@
+
+# Maintainers: the instructor tools plus lint and the benchmarks' reference implementation.
+$(VENV)/.installed-dev: $(VENV)/.installed-instructor
+	$(BIN)/python -m pip install -e '.[instructor,dev]'
 	touch $@
 
 setup: $(VENV)/.installed
+instructor: $(VENV)/.installed-instructor
+dev: $(VENV)/.installed-dev
 
 course: setup
 	$(BIN)/python -m course_utils doctor || true
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
 
-test: setup $(VENV)/.installed-bench
+test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest
 
-lint: setup
+lint: dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-publish-labs: setup
+publish-labs: instructor
 	$(BIN)/python -m course_utils labs build

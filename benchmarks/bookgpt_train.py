@@ -33,6 +33,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -40,8 +41,8 @@ from torch import nn
 
 from course_utils.core.device import pick_device
 from course_utils.core.flops import matmul_throughput, training_flops
-from course_utils.core.model import GPT, GPTConfig, lm_loss
-from course_utils.engine.training import autocast_for, configure_optimizer, lr_at_progress
+from course_utils.core.model import GPT, GPTConfig
+from course_utils.engine.training import Trainer, train
 from course_utils.projects import corpus
 from course_utils.projects.bookgpt import eval_windows, get_config, mean_loss
 
@@ -120,33 +121,12 @@ def precision_of(row: str) -> str:
     return "bf16" if row.endswith("bf16") else "fp32"
 
 
-class Trainer:
-    """One row's model, optimizer and step counter; :meth:`step` does one update."""
-
-    def __init__(self, row, cfg, gpt_config, train_data, device) -> None:
-        self.row, self.cfg, self.device = row, cfg, device
-        self.model = build(row, gpt_config, cfg.seed, device)
-        self.tc = cfg.train_config(precision=precision_of(row), progress=False)
-        self.optimizer = configure_optimizer(self.model, self.tc.lr, self.tc.weight_decay)
-        self.train_data = train_data
-        self.steps = 0
-
-    def step(self, progress: float) -> None:
-        lr = lr_at_progress(self.steps, progress, self.tc)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        x, y = corpus.batch_at(
-            self.train_data, self.cfg.batch_size, self.cfg.block_size, self.cfg.seed, self.steps
-        )
-        x, y = x.to(self.device), y.to(self.device)
-        with autocast_for(self.device, self.tc.precision):
-            logits = self.model(x)
-        loss = lm_loss(logits, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
-        self.optimizer.step()
-        self.steps += 1
+def trainer_for(row: str, cfg, gpt_config, device, minutes: float = 0.0) -> Trainer:
+    """The engine's :class:`Trainer` for one row (fresh model, the row's precision)."""
+    tc = cfg.train_config(precision=precision_of(row), progress=False)
+    if minutes:  # as many steps as the time allows
+        tc = replace(tc, steps=10**9, time_budget=60.0 * minutes, eval_every=0)
+    return Trainer(build(row, gpt_config, cfg.seed, device), tc, device=torch.device(device))
 
 
 def sync(device) -> None:
@@ -154,33 +134,38 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_steps(trainer: Trainer, n: int) -> float:
-    """Seconds for ``n`` updates (the schedule held at its start)."""
+def timed_steps(trainer: Trainer, batches: Callable, start: int, n: int) -> float:
+    """Seconds for updates ``start .. start + n - 1`` (the learning rate held at its peak)."""
+    trainer.set_lr(trainer.config.lr)
     sync(trainer.device)
-    start = time.perf_counter()
-    for _ in range(n):
-        trainer.step(0.0)
+    began = time.perf_counter()
+    for step in range(start, start + n):
+        x, y = batches(step)
+        trainer.step(x.to(trainer.device), y.to(trainer.device))
     sync(trainer.device)
-    return time.perf_counter() - start
+    return time.perf_counter() - began
 
 
-def paired_ratio(cfg, gpt_config, train_data, device, pairs: int, steps: int = 20) -> list:
+def paired_ratio(cfg, gpt_config, batches, device, pairs: int, steps: int = 20) -> list:
     """Tokens/s of ours over HF's, in ``pairs`` alternating rounds (after one warm-up each)."""
-    ours = Trainer("ours", cfg, gpt_config, train_data, device)
-    ref = Trainer("hf", cfg, gpt_config, train_data, device)
-    timed_steps(ours, 3), timed_steps(ref, 3)
-    return [timed_steps(ref, steps) / timed_steps(ours, steps) for _ in range(pairs)]
+    ours = trainer_for("ours", cfg, gpt_config, device)
+    ref = trainer_for("hf", cfg, gpt_config, device)
+    timed_steps(ours, batches, 0, 3), timed_steps(ref, batches, 0, 3)
+    ratios = []
+    for i in range(pairs):
+        start = 3 + i * steps
+        ratios.append(
+            timed_steps(ref, batches, start, steps) / timed_steps(ours, batches, start, steps)
+        )
+    return ratios
 
 
-def train_for(trainer: Trainer, budget_s: float) -> float:
-    """Train until ``budget_s`` seconds of updates are spent; return the seconds spent."""
-    spent = 0.0
-    while spent < budget_s:
-        start = time.perf_counter()
-        trainer.step(spent / budget_s)
-        sync(trainer.device)
-        spent += time.perf_counter() - start
-    return spent
+def train_row(row: str, cfg, gpt_config, batches, device, minutes: float):
+    """Train one row from scratch with the engine for ``minutes`` of updates (the cosine
+    follows the time spent); return ``(model, history)``."""
+    trainer = trainer_for(row, cfg, gpt_config, device, minutes)
+    history = train(trainer.model, batches, trainer.config, device=device, loss_fn=trainer.loss_fn)
+    return trainer.model, history
 
 
 def parse(argv):
@@ -226,7 +211,10 @@ def main(argv=None) -> int:
     cfg = get_config(args.config, dropout=0.0)
     gpt_config = cfg.gpt_config(meta["vocab_size"])
     val_batches = eval_windows(val_data, replace(cfg, eval_batches=args.eval_batches))
-    budget = 60.0 * args.minutes
+
+    def batches(step: int):
+        return corpus.batch_at(train_data, cfg.batch_size, cfg.block_size, cfg.seed, step)
+
     n_params = sum(p.numel() for p in GPT(gpt_config).parameters())
     flops_per_step = training_flops(gpt_config, cfg.batch_size, cfg.block_size)
     print(
@@ -243,7 +231,7 @@ def main(argv=None) -> int:
 
     ratios = []
     if args.pairs:
-        ratios = paired_ratio(cfg, gpt_config, train_data, device, args.pairs)
+        ratios = paired_ratio(cfg, gpt_config, batches, device, args.pairs)
         print(
             f"paired throughput, {args.pairs} alternating rounds of 20 updates: ours/HF "
             f"tokens/s = {statistics.median(ratios):.3f} (median; rounds "
@@ -258,13 +246,12 @@ def main(argv=None) -> int:
         dtype = torch.bfloat16 if precision_of(row) == "bf16" else torch.float32
         if dtype not in peaks:
             peaks[dtype] = matmul_throughput(1024, device, dtype=dtype)
-        trainer = Trainer(row, cfg, gpt_config, train_data, device)
-        spent = train_for(trainer, budget)
-        loss = mean_loss(trainer.model, val_batches, device, precision_of(row))
-        tokens_per_s = trainer.steps * cfg.batch_size * cfg.block_size / spent
-        mfu = flops_per_step * trainer.steps / spent / peaks[dtype]
-        results.append((row, trainer.steps, tokens_per_s, mfu, loss))
-        print(f"  {row}: {trainer.steps} updates, val loss {loss:.4f}", flush=True)
+        model, history = train_row(row, cfg, gpt_config, batches, device, args.minutes)
+        loss = mean_loss(model, val_batches, device, precision_of(row))
+        tokens_per_s = history.steps * cfg.batch_size * cfg.block_size / history.seconds
+        mfu = flops_per_step * history.steps / history.seconds / peaks[dtype]
+        results.append((row, history.steps, tokens_per_s, mfu, loss))
+        print(f"  {row}: {history.steps} updates, val loss {loss:.4f}", flush=True)
 
     print()
     print(f"| row | updates in {args.minutes:g} min | tokens/s | MFU | val loss (nats/char) |")

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.projects import bookgpt
+from course_utils import GPT, build_model
+from course_utils.engine.checkpoint import CheckpointError
+from course_utils.projects import bookgpt, sumgpt
 from course_utils.projects.corpus import Book, Corpus, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +81,7 @@ def test_configs_match_the_seed_shapes():
 def test_train_writes_logs_and_checkpoint_and_learns(data_dir, tmp_path):
     run = tmp_path / "run"
     assert bookgpt.main(["train", "--config", "tiny", "--data", str(data_dir), "--out", str(run),
-                   "--max-steps", "20", "--no-progress", "--device", "cpu"]) == 0  # fmt: skip
+                   "--steps", "20", "--no-progress", "--device", "cpu"]) == 0  # fmt: skip
     hist = json.loads((run / "log.json").read_text())
     assert len(hist["losses"]) == 20 and len(hist["lrs"]) == 20
     assert [e["step"] for e in hist["evals"]] == [5, 10, 15, 20]
@@ -91,7 +93,7 @@ def test_train_writes_logs_and_checkpoint_and_learns(data_dir, tmp_path):
     model, itos, state = bookgpt.load_checkpoint(run / "ckpt.pt")
     assert state["step"] == 20 and len(itos) == model.config.vocab_size
     # a finished run refuses to be overwritten silently
-    with pytest.raises(bookgpt.BookGPTError, match="--resume"):
+    with pytest.raises(CheckpointError, match="--resume"):
         bookgpt.train_run(bookgpt.get_config("tiny"), data_dir, run, device="cpu", progress=False)
 
 
@@ -107,7 +109,7 @@ def test_eval_batches_are_fixed(data_dir):
 
 
 def test_resume_after_a_crash_equals_an_uninterrupted_run(data_dir, tmp_path):
-    common = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "16",
+    common = ["--config", "tiny", "--data", str(data_dir), "--steps", "16",
               "--checkpoint-every", "5", "--no-progress", "--device", "cpu"]  # fmt: skip
     full, crashed = tmp_path / "full", tmp_path / "crashed"
     assert bookgpt.main(["train", *common, "--out", str(full)]) == 0
@@ -133,7 +135,7 @@ def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_pa
     """SIGKILL a real training process (no cleanup of any kind runs) once it has written a
     checkpoint: the checkpoint on disk is whole, and resuming from it reproduces the losses
     of a run that was never interrupted."""
-    common = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "400",
+    common = ["--config", "tiny", "--data", str(data_dir), "--steps", "400",
               "--checkpoint-every", "5", "--eval-every", "100", "--no-progress",
               "--device", "cpu"]  # fmt: skip
     killed, full = tmp_path / "killed", tmp_path / "full"
@@ -166,7 +168,7 @@ def test_resume_refuses_another_configuration(data_dir, tmp_path):
     bookgpt.train_run(
         bookgpt.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False
     )
-    with pytest.raises(bookgpt.BookGPTError, match="different configuration"):
+    with pytest.raises(CheckpointError, match=r"different run \(it differs in \['run_config'\]"):
         bookgpt.train_run(
             bookgpt.get_config("tiny", steps=8), data_dir, run, resume=True, progress=False
         )
@@ -179,7 +181,7 @@ def _free_port() -> int:
 
 
 def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
-    args = ["--config", "tiny", "--data", str(data_dir), "--max-steps", "4", "--dropout", "0",
+    args = ["--config", "tiny", "--data", str(data_dir), "--steps", "4", "--dropout", "0",
             "--batch-size", "8", "--no-progress", "--device", "cpu"]  # fmt: skip
     single = tmp_path / "single"
     assert bookgpt.main(["train", *args, "--out", str(single)]) == 0
@@ -228,20 +230,25 @@ def test_corrupt_or_foreign_checkpoint_gets_a_clear_error(data_dir, tmp_path, ca
     assert "corrupt or not a PyTorch file" in capsys.readouterr().err
     for junk in (b"junk\n", b"", b"PK\x03\x04truncated"):
         bad.write_bytes(junk)
-        with pytest.raises(bookgpt.BookGPTError, match="corrupt or not a PyTorch file"):
-            bookgpt.read_checkpoint(bad)
+        with pytest.raises(CheckpointError, match="corrupt or not a PyTorch file"):
+            bookgpt.load_checkpoint(bad)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(2)}, foreign)
-    with pytest.raises(bookgpt.BookGPTError, match="not a BookGPT checkpoint"):
+    with pytest.raises(CheckpointError, match="not a course checkpoint"):
         bookgpt.load_checkpoint(foreign)
+    sums = tmp_path / "sums.pt"
+    model = build_model(GPT, sumgpt.sumgpt_config(n_layer=1, n_embd=16), seed=0, device="cpu")
+    sumgpt.save_checkpoint(sums, model)
+    with pytest.raises(CheckpointError, match="written by 'sumgpt', not 'bookgpt'"):
+        bookgpt.load_checkpoint(sums)
     run = tmp_path / "run"
     bookgpt.train_run(
         bookgpt.get_config("tiny", steps=5), data_dir, run, device="cpu", progress=False
     )
     state = torch.load(run / "ckpt.pt", weights_only=True)
-    state["gpt_config"]["n_embd"] = 48
+    state["model_config"]["n_embd"] = 48
     torch.save(state, tmp_path / "mismatch.pt")
-    with pytest.raises(bookgpt.BookGPTError, match="does not match"):
+    with pytest.raises(CheckpointError, match="weights do not match its config"):
         bookgpt.load_checkpoint(tmp_path / "mismatch.pt")
     assert bookgpt.main(["sample", str(tmp_path / "missing.pt")]) == 2
     assert "does not exist" in capsys.readouterr().err

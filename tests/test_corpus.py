@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from course_utils import CharTokenizer
+from course_utils.projects import bookgpt
 from course_utils.projects import corpus as C
 from course_utils.projects.corpus import Book, Corpus, CorpusError, CorpusNotPreparedError
 
@@ -146,7 +148,7 @@ def test_file_empty_after_stripping_is_an_error(good_folder):
 def test_cli_reports_bad_input_on_stderr(tmp_path, capsys):
     folder = write_books(tmp_path / "books", {"bad": b"\xff\xfeB\x00"})
     out = tmp_path / "out"
-    assert C.main(["prepare", "--corpus", str(folder), "--out", str(out)]) == 2
+    assert bookgpt.main(["prepare", "--corpus", str(folder), "--out", str(out)]) == 2
     assert "bad.txt" in capsys.readouterr().err
     assert not out.exists()
 
@@ -277,20 +279,20 @@ def test_bin_and_meta_round_trip(good_folder, tmp_path):
         assert isinstance(data, np.memmap) and data.dtype == np.uint8
         expected, _ = C.join_parts(parts)
         assert len(data) == meta[f"{split}_tokens"] == len(expected)
-        assert C.decode(data, meta["itos"]) == expected
+        assert CharTokenizer(meta["itos"]).decode(data) == expected
     text = "".join(b.text for b in books)
     assert meta["itos"] == sorted(set(text))
     assert meta["vocab_size"] == len(meta["itos"])
-    assert C.load_tokenizer(out).decode(C.load_split(out, "val")[:50]) == C.decode(
-        C.load_split(out, "val")[:50], meta["itos"]
-    )
+    assert C.load_tokenizer(out).itos == meta["itos"]
 
 
 def test_a_character_only_in_val_is_in_the_vocabulary(tmp_path):
     text = paragraphs_text(30) + "\nL'ultima parola: ß\n"  # "ß" only in the last 10%
     meta = C.prepare(Corpus("test", (Book("one", text),)), tmp_path / "out")
     assert "ß" in meta["itos"] and "ß" not in text[: meta["books"][0]["train_chars"]]
-    assert C.decode(C.load_split(tmp_path / "out", "val"), meta["itos"]).endswith("ß\n\n")
+    assert (
+        CharTokenizer(meta["itos"]).decode(C.load_split(tmp_path / "out", "val")).endswith("ß\n\n")
+    )
 
 
 def test_large_vocabulary_uses_uint16(tmp_path):
@@ -300,12 +302,14 @@ def test_large_vocabulary_uses_uint16(tmp_path):
     meta = C.prepare(Corpus("test", books), out)
     assert meta["dtype"] == "uint16" and meta["vocab_size"] == 301  # + newline
     train = C.load_split(out, "train")
-    assert train.dtype == np.uint16 and C.decode(train, meta["itos"]).startswith(symbols[:30])
+    assert train.dtype == np.uint16 and CharTokenizer(meta["itos"]).decode(train).startswith(
+        symbols[:30]
+    )
 
 
 def test_encode_rejects_unknown_characters():
-    with pytest.raises(CorpusError, match=r"\['z'\]"):
-        C.encode("abz", ["a", "b"])
+    with pytest.raises(ValueError, match=r"not in the vocabulary: \['z'\]"):
+        CharTokenizer(["a", "b"]).encode_array("abz")
 
 
 def test_missing_corpus_names_the_directory_and_the_command(tmp_path):
@@ -347,9 +351,9 @@ def test_get_batch_on_a_memmap(good_folder, tmp_path):
     x, y = C.get_batch(data, 4, 16, torch.Generator().manual_seed(3))
     assert x.shape == (4, 16) and torch.equal(x[:, 1:], y[:, :-1])
     itos = C.load_meta(out)["itos"]
-    text = C.decode(data, itos)
+    text = CharTokenizer(itos).decode(data)
     for row_x, row_y in zip(x, y):  # every window is a slice of the file
-        assert (C.decode(row_x, itos) + C.decode(row_y[-1:], itos)) in text
+        assert (CharTokenizer(itos).decode(row_x) + CharTokenizer(itos).decode(row_y[-1:])) in text
 
 
 def test_get_batch_is_deterministic_for_a_seed():
@@ -395,7 +399,7 @@ def test_audit_in_meta_and_cli(good_folder, tmp_path, capsys):
     extra = "Questo paragrafo compare in due libri diversi del corpus, parola per parola.\n"
     write_books(good_folder, {"d_copy": extra, "e_copy": "Altro.\n\n" + extra})
     out = tmp_path / "out"
-    assert C.main(["prepare", "--corpus", str(good_folder), "--out", str(out)]) == 0
+    assert bookgpt.main(["prepare", "--corpus", str(good_folder), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     audit = C.load_meta(out)["audit"]
     assert audit["duplicates"]["duplicated"] == 1
@@ -441,7 +445,7 @@ def test_prepare_default_corpus(kjv_prepared):
     assert all(b["val_chars"] > 0 for b in meta["books"])
     val = C.load_split(out, "val")
     assert (
-        C.decode(val[:40], meta["itos"])
+        CharTokenizer(meta["itos"]).decode(val[:40])
         == C.load_kjv().books[0].text[meta["books"][0]["train_chars"] :][:40]
     )
     x, y = C.get_batch(C.load_split(out, "train"), 2, 64, torch.Generator().manual_seed(0))

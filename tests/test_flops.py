@@ -126,5 +126,5 @@ def test_table_and_cli(capsys):
     out = capsys.readouterr().out
     config = GPTConfig(vocab_size=50_257, block_size=32, n_layer=2, n_head=4, n_embd=64)
     assert f"{forward_flops(config):,}" in out
-    with pytest.raises(SystemExit):
-        main(["--d-model", "10", "--n-head", "3"])
+    assert main(["--d-model", "10", "--n-head", "3"]) == 2
+    assert "n_head=3 does not divide n_embd=10" in capsys.readouterr().err

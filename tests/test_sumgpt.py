@@ -81,12 +81,12 @@ def test_training_batches_are_seeded_and_never_contain_a_heldout_pair():
     first = sumgpt.SumBatches(512, seed=3)
     again = sumgpt.SumBatches(512, seed=3)
     other = sumgpt.SumBatches(512, seed=4)
-    x1, y1 = first()
-    x2, y2 = again()
-    assert torch.equal(x1, x2) and torch.equal(y1, y2)
-    assert not torch.equal(x1, other()[0])
-    for _ in range(20):
-        x, _ = first()
+    x1, y1 = first(5)
+    x2, y2 = again(5)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)  # a function of (seed, step) alone
+    assert not torch.equal(x1, other(5)[0]) and not torch.equal(x1, first(6)[0])
+    for step in range(20):
+        x, _ = first(step)
         digits = x[:, [0, 1, 2, 4, 5, 6]] - sumgpt.DIGIT0
         a = digits[:, 0] * 100 + digits[:, 1] * 10 + digits[:, 2]
         b = digits[:, 3] * 100 + digits[:, 4] * 10 + digits[:, 5]
@@ -170,47 +170,51 @@ def test_checkpoints_round_trip(tmp_path):
 
 
 def test_bad_checkpoints_get_clear_errors(tmp_path):
-    with pytest.raises(sumgpt.CheckpointError, match="no such checkpoint"):
+    with pytest.raises(sumgpt.CheckpointError, match="does not exist"):
         sumgpt.load_checkpoint(tmp_path / "missing.pt")
     good = sumgpt.save_checkpoint(tmp_path / "good.pt", small_model())
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(good.read_bytes()[:200])
-    with pytest.raises(sumgpt.CheckpointError, match="corrupt or truncated"):
+    with pytest.raises(sumgpt.CheckpointError, match="corrupt or not a PyTorch file"):
         sumgpt.load_checkpoint(truncated)
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint at all")
-    with pytest.raises(sumgpt.CheckpointError, match="corrupt or truncated"):
+    with pytest.raises(sumgpt.CheckpointError, match="corrupt or not a PyTorch file"):
         sumgpt.load_checkpoint(garbage)
     foreign = tmp_path / "foreign.pt"
     torch.save({"model": {}}, foreign)
-    with pytest.raises(sumgpt.CheckpointError, match="not a SumGPT checkpoint"):
+    with pytest.raises(sumgpt.CheckpointError, match="not a course checkpoint"):
         sumgpt.load_checkpoint(foreign)
 
     payload = torch.load(good, weights_only=True)
-    payload["config"]["n_embd"] = 64
+    payload["model_config"]["n_embd"] = 64
     torch.save(payload, tmp_path / "shape.pt")
     with pytest.raises(sumgpt.CheckpointError, match="shape mismatch"):
         sumgpt.load_checkpoint(tmp_path / "shape.pt")
     payload = torch.load(good, weights_only=True)
-    payload["config"]["n_layer"] = 2
+    payload["model_config"]["n_layer"] = 2
     torch.save(payload, tmp_path / "layers.pt")
     with pytest.raises(sumgpt.CheckpointError, match="missing"):
         sumgpt.load_checkpoint(tmp_path / "layers.pt")
     payload = torch.load(good, weights_only=True)
-    payload["config"]["vocab_size"] = 20
+    payload["model_config"]["vocab_size"] = 20
     torch.save(payload, tmp_path / "vocab.pt")
     with pytest.raises(sumgpt.CheckpointError, match="SumGPT needs vocab_size=13"):
         sumgpt.load_checkpoint(tmp_path / "vocab.pt")
 
 
-def test_cli_trains_saves_and_evaluates(tmp_path, capsys):
-    ckpt = tmp_path / "cli.pt"
-    argv = ["train", "--steps", "3", "--out", str(ckpt), "--device", "cpu", "--no-progress"]
+def test_cli_trains_saves_resumes_and_evaluates(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "--steps", "3", "--out", str(run), "--device", "cpu", "--no-progress"]
     assert sumgpt.main(argv) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"exact-match: \d\.\d{4} on 1000 held-out sums", out[-1])
-    assert ckpt.is_file()
-    assert sumgpt.main(["eval", str(ckpt), "--n", "200", "--device", "cpu"]) == 0
+    assert (run / "ckpt.pt").is_file() and (run / "log.csv").is_file()
+    assert sumgpt.main(argv) == 2  # a finished run is not overwritten silently
+    assert "--resume" in capsys.readouterr().err
+    assert sumgpt.main([*argv, "--resume"]) == 0  # nothing left to do, but it reloads
+    capsys.readouterr()
+    assert sumgpt.main(["eval", str(run), "--n", "200", "--device", "cpu"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"exact-match: \d\.\d{4} on 200 held-out sums", out[-1])
     assert any("carries" in line for line in out)
@@ -219,8 +223,8 @@ def test_cli_trains_saves_and_evaluates(tmp_path, capsys):
 def test_cli_reports_bad_checkpoints_and_arguments(tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"\x00" * 10)
-    assert sumgpt.main(["eval", str(bad), "--device", "cpu"]) == 1
-    assert "corrupt or truncated" in capsys.readouterr().err
+    assert sumgpt.main(["eval", str(bad), "--device", "cpu"]) == 2
+    assert "corrupt or not a PyTorch file" in capsys.readouterr().err
     good = sumgpt.save_checkpoint(tmp_path / "good.pt", small_model())
     assert sumgpt.main(["eval", str(good), "--n", "0", "--device", "cpu"]) == 2
     assert "--n" in capsys.readouterr().err

@@ -1,18 +1,18 @@
 """The shared training loop: schedule, optimizer groups, clipping, evaluation, checkpoints."""
 
+import json
 import math
-import os
-import pickle
 
 import pytest
 import torch
 from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
+from course_utils.engine.checkpoint import CHECKPOINT_NAME, CheckpointError, read_checkpoint
 from course_utils.engine.training import (
     History,
     TrainConfig,
-    atomic_save,
+    Trainer,
     autocast_for,
     configure_optimizer,
     lr_at,
@@ -132,14 +132,79 @@ def test_bf16_autocast_on_cpu_and_plain_fp32_otherwise():
     assert all(math.isfinite(v) for v in history.losses)
 
 
-def test_atomic_save_replaces_whole_files_and_leaves_nothing_behind(tmp_path):
-    path = tmp_path / "sub" / "ckpt.pt"
-    atomic_save({"a": torch.ones(2)}, path)
-    assert torch.equal(torch.load(path)["a"], torch.ones(2))
-    with pytest.raises((pickle.PicklingError, AttributeError)):  # a lambda cannot be pickled
-        atomic_save({"a": torch.zeros(2), "f": lambda: 0}, path)
-    assert torch.equal(torch.load(path)["a"], torch.ones(2))  # the old file survived
-    assert os.listdir(path.parent) == ["ckpt.pt"]
+def batch_at(step, batch=8):
+    """The copy task as a function of the step: what resumable runs need."""
+    x = torch.randint(11, (batch, 8), generator=torch.Generator().manual_seed(step))
+    return x, x.clone()
+
+
+def dropout_model(seed=0):
+    config = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.2)
+    return build_model(GPT, config, seed=seed, device="cpu")
+
+
+def test_resume_after_a_stop_reproduces_the_uninterrupted_losses_exactly(tmp_path):
+    """Dropout is on, so the RNG state must come back too, as must the AdamW moments."""
+    cfg = TrainConfig(steps=30, warmup_steps=3, eval_every=10, checkpoint_every=10, log_every=4,
+                      progress=False)  # fmt: skip
+    meta = {"project": "test", "run": 1}
+    whole = train(dropout_model(), batch_at, cfg, evaluate=lambda m, s: {"s": s}, meta=meta)
+    stopped = train(dropout_model(), batch_at, cfg, out_dir=tmp_path, meta=meta, stop_after=17,
+                    evaluate=lambda m, s: {"s": s})  # fmt: skip
+    assert stopped.steps == 17
+    state = read_checkpoint(tmp_path / CHECKPOINT_NAME, project="test")
+    assert state["step"] == 10 and len(state["history"]["losses"]) == 10
+    resumed = train(dropout_model(seed=5), batch_at, cfg, out_dir=tmp_path, meta=meta,
+                    resume=True, evaluate=lambda m, s: {"s": s})  # fmt: skip
+    assert resumed.losses == whole.losses and resumed.grad_norms == whole.grad_norms
+    assert resumed.metric("s") == whole.metric("s") == ([10, 20, 30], [10, 20, 30])
+    rows = (tmp_path / "log.csv").read_text().splitlines()
+    assert rows[0] == "step,lr,loss,grad_norm,s" and len(rows) == 31
+    assert rows[10].endswith(",10") and rows[11].endswith(",")
+    logged = json.loads((tmp_path / "log.json").read_text())
+    assert logged["losses"] == whole.losses
+
+
+def test_a_run_refuses_to_overwrite_or_resume_the_wrong_run(tmp_path):
+    cfg = TrainConfig(steps=4, warmup_steps=1, progress=False)
+    train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta={"project": "test", "lr": 1})
+    with pytest.raises(CheckpointError, match="exists; pass resume=True"):
+        train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta={"project": "test", "lr": 1})
+    with pytest.raises(CheckpointError, match=r"differs in \['lr'\]"):
+        train(tiny_model(), batch_at, cfg, out_dir=tmp_path, resume=True,
+              meta={"project": "test", "lr": 2})  # fmt: skip
+    with pytest.raises(CheckpointError, match="written by 'test', not 'other'"):
+        train(tiny_model(), batch_at, cfg, out_dir=tmp_path, resume=True,
+              meta={"project": "other"})  # fmt: skip
+    with pytest.raises(CheckpointError, match="does not exist"):
+        train(tiny_model(), batch_at, cfg, out_dir=tmp_path / "new", resume=True)
+
+
+def test_losses_are_read_back_only_at_log_points(monkeypatch):
+    """Between log points nothing leaves the device: the loop keeps the step's tensors."""
+    reads = []
+    real = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append(t.shape) or real(t))
+    cfg = TrainConfig(steps=12, warmup_steps=1, log_every=5, progress=False)
+    history = train(tiny_model(), batch_at, cfg)
+    assert history.steps == 12
+    assert reads == [torch.Size([5])] * 4 + [torch.Size([2])] * 2  # loss and norm at 5, 10, 12
+
+
+def test_a_time_budget_ends_the_run_and_drives_the_cosine():
+    cfg = TrainConfig(steps=10**6, warmup_steps=2, time_budget=0.5, progress=False)
+    history = train(tiny_model(), batch_at, cfg)
+    assert 2 < history.steps < 10**6 and history.seconds >= 0.5
+    assert history.lrs[-1] < 0.2 * cfg.lr  # near the floor (0.1 x) when the time is up
+
+
+def test_the_trainer_steps_without_reading_anything_back():
+    model = tiny_model()
+    trainer = Trainer(model, TrainConfig(steps=1, warmup_steps=0, progress=False))
+    before = model.tok_emb.weight.detach().clone()
+    out = trainer.step(*batch_at(0))
+    assert out.shape == (2,) and out.requires_grad is False
+    assert not torch.equal(before, model.tok_emb.weight)
 
 
 def test_history_defaults():

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import torch
 
+from .cli import command_parser, run_command
 from .model import GPTConfig
 
 SOFTMAX_FLOPS_PER_SCORE = 4  # max, subtract+exp, sum, divide: ~5 per element, rounded to 4
@@ -237,13 +238,17 @@ def flop_table(config: GPTConfig, B: int = 1, T: int | None = None) -> str:
 GPT2_SMALL = GPTConfig(vocab_size=50_257, block_size=1024, n_layer=12, n_head=12, n_embd=768)
 
 
-def main(argv: list[str]) -> int:
-    from .configs import NAMED_CONFIGS, named_config
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``flops`` command's arguments."""
+    from .configs import NAMED_CONFIGS
 
-    parser = argparse.ArgumentParser(
-        prog="python -m course_utils flops",
-        description="Forward and training FLOPs of a GPT configuration, by component. Without "
-        "--config the base is GPT-2 small; the size flags override the base.",
+    parser.description = (
+        "Forward and training FLOPs of a GPT configuration, by component. Without --config the "
+        "base is GPT-2 small; the size flags override the base."
+    )
+    parser.epilog = (
+        "examples:\n  python -m course_utils flops\n  python -m course_utils flops --config "
+        "mini-lm-L4 --seq-len 64\n  python -m course_utils flops --d-model 1024 --n-layer 24"
     )
     parser.add_argument("--config", choices=sorted(NAMED_CONFIGS), help="a course config")
     parser.add_argument("--d-model", type=int, help="C, the embedding width")
@@ -254,7 +259,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--vocab", type=int, help="V, the vocabulary size")
     parser.add_argument("--seq-len", type=int, help="T for the table (default: the context)")
     parser.add_argument("--batch", type=int, default=1, help="B (default 1)")
-    args = parser.parse_args(argv)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the FLOP table of the configuration ``args`` describe."""
+    from .configs import named_config
 
     config = named_config(args.config) if args.config else GPT2_SMALL
     overrides = {
@@ -265,13 +275,13 @@ def main(argv: list[str]) -> int:
         "block_size": args.context,
         "vocab_size": args.vocab,
     }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        config = replace(config, **overrides)
-    except ValueError as err:
-        parser.error(str(err))
+    config = replace(config, **{k: v for k, v in overrides.items() if v is not None})
     T = args.seq_len if args.seq_len is not None else config.block_size
     if T < 1 or args.batch < 1:
-        parser.error("--seq-len and --batch must be >= 1")
+        raise ValueError("--seq-len and --batch must be >= 1")
     print(flop_table(config, args.batch, T))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(command_parser("python -m course_utils flops", configure), argv)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
 from .model import GPT
+from .modes import eval_mode
 
 
 def pick_next(
@@ -44,19 +44,6 @@ def pick_next(
     return torch.multinomial(probs, 1, generator=generator).to(logits.device)
 
 
-class _EvalMode:
-    """Run a block with the model in eval mode (no dropout) and restore its mode afterwards."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model, self.was_training = model, model.training
-
-    def __enter__(self) -> None:
-        self.model.eval()
-
-    def __exit__(self, *exc) -> None:
-        self.model.train(self.was_training)
-
-
 @torch.no_grad()
 def generate(
     model: GPT,
@@ -71,7 +58,7 @@ def generate(
     """No cache: each step runs the model on the last ``block_size`` tokens and keeps the last
     row of logits. Returns ``idx`` with ``max_new_tokens`` tokens appended, (B, T + n)."""
     block_size = model.config.block_size
-    with _EvalMode(model):
+    with eval_mode(model):
         for _ in range(max_new_tokens):
             logits = model(idx[:, -block_size:])[:, -1, :]
             nxt = pick_next(
@@ -160,7 +147,7 @@ def generate_cached(
         )
     cache = KVCache(model.config.n_layer)
     feed = idx
-    with _EvalMode(model):
+    with eval_mode(model):
         for _ in range(max_new_tokens):
             logits = forward_cached(model, feed, cache)
             feed = pick_next(

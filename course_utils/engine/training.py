@@ -1,17 +1,20 @@
-"""A small, reusable training loop: AdamW, warmup + cosine, clipping, periodic evaluation.
+"""The one training loop of the course: every optimizer step of every run happens here.
 
-One function, :func:`train`, drives any model that maps a batch ``x`` to logits: it asks
-``get_batch(step)`` for ``(x, y)`` on the CPU (so the data is seeded the same on every machine),
-moves it to the device, runs the step under the requested precision and records a
-:class:`History`. SumGPT (lesson 10) and BookGPT (lesson 11) both train with it.
+SumGPT, BookGPT, the lessons' short runs and the benchmarks all call :func:`train` (or, to time
+single steps, the :class:`Trainer` it is built on). A project supplies a model, a
+``batch_at(step) -> (x, y)`` that draws on the CPU and depends on the step alone (so a resumed
+run sees the same batches), a :class:`TrainConfig` and, optionally, an evaluation. The loop
+owns the rest: AdamW with weight decay on matrices only, warmup + cosine, gradient clipping,
+bf16 autocast, evaluation on schedule in eval mode, a tqdm bar, ``log.csv`` / ``log.json``,
+atomic checkpoints, ``resume`` (weights, AdamW moments, step, RNG state and history come back,
+so the resumed losses equal an uninterrupted run's) and DDP under ``torchrun``. Losses and
+gradient norms stay on the device until a log point, so a step never waits for the GPU.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,9 +23,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..core.device import pick_device
 from ..core.model import lm_loss
+from ..core.modes import eval_mode
 from ..core.seeding import seed_everything
+from . import checkpoint as ckpt
+from .distributed import Dist, mean_over_ranks, shard
+from .logs import write_logs
 
 PRECISIONS = ("auto", "bf16", "fp32")
 # Seconds between progress-bar redraws. In a notebook each redraw sends widget messages, and
@@ -32,12 +38,14 @@ PRECISIONS = ("auto", "bf16", "fp32")
 # one-thread run). One redraw a second keeps a 10-minute cell far below the limit.
 BAR_SECONDS = 1.0
 
+Batch = tuple[torch.Tensor, torch.Tensor]
+
 
 @dataclass
 class TrainConfig:
     """The knobs of one training run; every field has a default that trains small models well."""
 
-    steps: int
+    steps: int  # the schedule's length (with time_budget: the most steps taken)
     lr: float = 1e-3  # peak learning rate, reached at the end of the warmup
     min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio at the last step
     warmup_steps: int = 100
@@ -45,8 +53,12 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.99)
     grad_clip: float | None = 1.0  # max global gradient norm; None turns clipping off
     eval_every: int = 0  # 0: evaluate only after the last step
+    checkpoint_every: int = 0  # with an out_dir; 0: a checkpoint after the last step only
+    log_every: int = 50  # read the losses back from the device (and redraw the bar's loss)
     precision: str = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere; or "bf16", "fp32"
-    seed: int = 0  # seeds torch (dropout); the data's seed belongs to get_batch
+    seed: int = 0  # seeds torch (dropout); the data's seed belongs to batch_at
+    time_budget: float | None = None  # seconds: train until spent, the cosine following the time
+    compile: bool = False  # torch.compile the model for the training steps
     progress: bool = True  # a tqdm bar (a widget in notebooks, text in a terminal)
     desc: str = "train"
 
@@ -57,12 +69,16 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio!r}")
-        if self.warmup_steps < 0 or self.eval_every < 0:
-            raise ValueError("warmup_steps and eval_every must be >= 0")
+        if min(self.warmup_steps, self.eval_every, self.checkpoint_every) < 0:
+            raise ValueError("warmup_steps, eval_every and checkpoint_every must be >= 0")
+        if self.log_every < 1:
+            raise ValueError(f"log_every must be >= 1, got {self.log_every!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError(f"grad_clip must be > 0 or None, got {self.grad_clip!r}")
+        if self.time_budget is not None and self.time_budget <= 0:
+            raise ValueError(f"time_budget must be > 0 seconds or None, got {self.time_budget!r}")
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
@@ -75,8 +91,8 @@ def lr_at(step: int, config: TrainConfig) -> float:
 
 def lr_at_progress(step: int, progress: float, config: TrainConfig) -> float:
     """:func:`lr_at` with the cosine driven by ``progress`` (0 to 1) instead of the step count:
-    a run with a wall-clock budget passes the fraction of its time spent (``config.steps`` is
-    then unused), so its schedule ends when its time does."""
+    a run with a wall-clock budget passes the fraction of its time spent, so its schedule ends
+    when its time does."""
     peak, floor = config.lr, config.lr * config.min_lr_ratio
     if step < config.warmup_steps:
         return peak * (step + 1) / config.warmup_steps
@@ -94,11 +110,9 @@ def configure_optimizer(
     parameter and is listed once.
     """
     params = [p for p in model.parameters() if p.requires_grad]  # parameters() skips duplicates
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
     groups = [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
@@ -138,113 +152,270 @@ class History:
         """The first evaluation whose ``name`` is >= ``threshold`` (None if none did)."""
         return next((e for e in self.evals if e.get(name, -math.inf) >= threshold), None)
 
+    def to_dict(self) -> dict:
+        return {
+            "losses": list(self.losses),
+            "lrs": list(self.lrs),
+            "grad_norms": list(self.grad_norms),
+            "evals": [dict(e) for e in self.evals],
+            "seconds": self.seconds,
+            "stopped_early": self.stopped_early,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> History:
+        return cls(
+            losses=list(d.get("losses", [])),
+            lrs=list(d.get("lrs", [])),
+            grad_norms=list(d.get("grad_norms", [])),
+            evals=[dict(e) for e in d.get("evals", [])],
+            seconds=float(d.get("seconds", 0.0)),
+            stopped_early=bool(d.get("stopped_early", False)),
+        )
+
+
+class Trainer:
+    """One model, its AdamW and its update: the only place in the course an optimizer steps.
+
+    :meth:`step` runs forward (under the config's precision), loss, backward, clipping and
+    the AdamW update for one batch already on the device, and returns ``[loss, grad_norm]``
+    as a device tensor: nothing is read back, so on a GPU the step never waits.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainConfig,
+        *,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lm_loss,
+        device: torch.device | None = None,
+        net: nn.Module | None = None,
+    ) -> None:
+        self.model, self.config, self.loss_fn = model, config, loss_fn
+        self.device = device if device is not None else next(model.parameters()).device
+        self.net = net if net is not None else model  # what runs forward: DDP or compiled
+        if config.compile and net is None:
+            self.net = torch.compile(model)
+        self.optimizer = configure_optimizer(model, config.lr, config.weight_decay, config.betas)
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with autocast_for(self.device, self.config.precision):
+            logits = self.net(x)
+        loss = self.loss_fn(logits, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if self.config.grad_clip is not None:
+            norm = nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        else:
+            norm = nn.utils.get_total_norm([p.grad for p in params])
+        self.optimizer.step()
+        return torch.stack([loss.detach().float(), norm.detach().float()])
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class _Loop:
+    """The bookkeeping around :meth:`Trainer.step`: schedule, log points, evaluations,
+    checkpoints, the bar and the clock. One instance per call of :func:`train`."""
+
+    def __init__(self, trainer, batch_at, history, *, dist, evaluate, out_dir, meta) -> None:
+        self.trainer, self.batch_at, self.history = trainer, batch_at, history
+        self.config, self.device = trainer.config, trainer.device
+        self.dist, self.evaluate, self.out_dir, self.meta = dist, evaluate, out_dir, meta
+        self.pending: list[torch.Tensor] = []
+        self.clock = time.perf_counter()
+
+    def lr(self, step: int) -> float:
+        if self.config.time_budget is None:
+            return lr_at(step, self.config)
+        return lr_at_progress(step, self.spent() / self.config.time_budget, self.config)
+
+    def spent(self) -> float:
+        return self.history.seconds + time.perf_counter() - self.clock
+
+    def one_step(self, step: int) -> None:
+        lr = self.lr(step)
+        self.trainer.set_lr(lr)
+        self.history.lrs.append(lr)
+        x, y = self.batch_at(step)
+        if self.dist.enabled:
+            x, y = shard(x, self.dist), shard(y, self.dist)
+        x = x.to(self.device, non_blocking=True)
+        y = y.to(self.device, non_blocking=True)
+        self.pending.append(self.trainer.step(x, y))
+
+    def flush(self) -> None:
+        """Read the pending losses and norms back (one transfer, averaged over DDP ranks)."""
+        if self.pending:
+            values = mean_over_ranks(torch.stack(self.pending), self.dist).cpu()
+            self.history.losses += values[:, 0].tolist()
+            self.history.grad_norms += values[:, 1].tolist()
+            self.pending.clear()
+
+    def pause_clock(self) -> None:
+        _sync(self.device)
+        self.history.seconds += time.perf_counter() - self.clock
+
+    def run_eval(self, step: int) -> dict:
+        with eval_mode(self.trainer.model):
+            metrics = dict(self.evaluate(self.trainer.model, step))
+        row = {"step": step, "seconds": self.history.seconds, **metrics}
+        self.history.evals.append(row)
+        return row
+
+    def save(self, step: int) -> None:
+        path = self.out_dir / ckpt.CHECKPOINT_NAME
+        ckpt.save_checkpoint(
+            path, self.trainer.model, optimizer=self.trainer.optimizer, step=step,
+            history=self.history.to_dict(), meta=self.meta,
+        )  # fmt: skip
+        write_logs(self.out_dir, self.history)
+
+    def at_step_end(self, done: int, last: bool) -> dict | None:
+        """Log, evaluate and checkpoint where the schedule says; return the evaluation row."""
+        c = self.config
+        # Every rank flushes at the same steps (the flush is a collective under DDP), so the
+        # schedule alone decides, not whether this rank evaluates.
+        eval_due = last or (bool(c.eval_every) and done % c.eval_every == 0)
+        save_due = self.out_dir is not None and (
+            last or (c.checkpoint_every and done % c.checkpoint_every == 0)
+        )
+        if not (eval_due or save_due or done % c.log_every == 0):
+            return None
+        self.flush()
+        evaluates = eval_due and self.evaluate is not None and self.dist.main
+        if not (evaluates or save_due):
+            return None
+        self.pause_clock()
+        row = self.run_eval(done) if evaluates else None
+        if save_due and self.dist.main:
+            self.save(done)
+        self.clock = time.perf_counter()
+        return row
+
+    def finished(self, step: int) -> bool:
+        budget = self.config.time_budget
+        return step >= self.config.steps or (budget is not None and self.spent() >= budget)
+
+
+def _resume_state(out_dir: Path | None, resume: bool, meta: dict, dist: Dist) -> dict | None:
+    """The checkpoint to resume from (None for a fresh run), after checking it belongs here."""
+    path = out_dir / ckpt.CHECKPOINT_NAME if out_dir is not None else None
+    if not resume:
+        if path is not None and path.exists() and dist.main:
+            raise ckpt.CheckpointError(
+                f"{path} exists; pass resume=True (--resume) to continue that run, or choose "
+                f"another output folder"
+            )
+        return None
+    if path is None:
+        raise ckpt.CheckpointError(
+            "resuming needs the run's folder (--out DIR) with its checkpoint"
+        )
+    state = ckpt.read_checkpoint(path, project=meta.get("project"))
+    keys = set(meta) | set(state["meta"])
+    changed = sorted(k for k in keys if meta.get(k) != state["meta"].get(k))
+    if changed:
+        raise ckpt.CheckpointError(
+            f"{path} was written by a different run (it differs in {changed}); resume with the "
+            f"same configuration and options, or use a new output folder"
+        )
+    return state
+
+
+def _restore(trainer: Trainer, state: dict) -> tuple[History, int]:
+    """Put a checkpoint's weights, AdamW moments and RNG state back; its history and step."""
+    trainer.model.load_state_dict(state["model"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    ckpt.set_rng_state(state["rng"])
+    return History.from_dict(state["history"]), state["step"]
+
+
+def _bar(config: TrainConfig, start: int, dist: Dist):
+    """The progress bar (rank 0 only; a widget in notebooks, redrawn once a second)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=config.steps, initial=start, desc=config.desc, leave=True,
+        disable=not (config.progress and dist.main), mininterval=BAR_SECONDS,
+    )  # fmt: skip
+
+
+def _wrap(model: nn.Module, config: TrainConfig, dist: Dist, device: torch.device) -> nn.Module:
+    """What runs the forward pass: the model, wrapped in DDP and/or compiled."""
+    net = model
+    if dist.enabled:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return torch.compile(net) if config.compile else net
+
 
 def train(
     model: nn.Module,
-    get_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    batch_at: Callable[[int], Batch],
     config: TrainConfig,
     *,
     evaluate: Callable[[nn.Module, int], dict] | None = None,
     stop_when: Callable[[dict], bool] | None = None,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lm_loss,
     device: str | torch.device | None = None,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    meta: dict | None = None,
+    stop_after: int | None = None,
+    dist: Dist | None = None,
 ) -> History:
     """Train ``model`` in place for ``config.steps`` updates and return its :class:`History`.
 
-    ``get_batch(step)`` returns ``(x, y)`` (drawn on the CPU); ``loss_fn(model(x), y)`` is the
-    loss. ``evaluate(model, step)`` runs every ``eval_every`` updates and after the last one,
-    with the model in eval mode and gradients off; it returns a dict of metrics. If
-    ``stop_when(metrics)`` is true after an evaluation, training stops there.
+    ``batch_at(step)`` returns ``(x, y)`` on the CPU; ``loss_fn(model(x), y)`` is the loss.
+    ``evaluate(model, step)`` runs every ``eval_every`` updates and after the last one, in eval
+    mode without gradients, and returns a dict of metrics; training stops early when
+    ``stop_when(row)`` is true after one. With ``out_dir``, ``ckpt.pt`` (tagged with ``meta``),
+    ``log.csv`` and ``log.json`` are written every ``checkpoint_every`` updates and at the end;
+    ``resume=True`` continues from that checkpoint. ``stop_after=N`` stops after update N without
+    a final checkpoint, as a crash would. ``device`` defaults to the model's. Under DDP
+    (``dist``), rank 0 alone evaluates and writes; the logged loss is the mean over ranks.
     """
-    from tqdm.auto import tqdm
-
-    device = torch.device(device) if device is not None else pick_device()
+    dist, meta = dist or Dist(), dict(meta or {})
+    if dist.enabled and (stop_when is not None or config.time_budget is not None):
+        raise ValueError("stop_when and time_budget would stop DDP ranks at different steps")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    out_dir = Path(out_dir) if out_dir is not None else None
+    state = _resume_state(out_dir, resume, meta, dist)
     model.to(device)
-    seed_everything(config.seed)
-    optimizer = configure_optimizer(model, config.lr, config.weight_decay, config.betas)
-    history = History()
-    losses: list[torch.Tensor] = []
-    norms: list[torch.Tensor] = []
-
-    def run_eval(step: int) -> dict:
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            metrics = dict(evaluate(model, step))
-        model.train(was_training)
-        row = {"step": step, "seconds": history.seconds, **metrics}
-        history.evals.append(row)
-        return row
-
-    bar = tqdm(
-        total=config.steps,
-        desc=config.desc,
-        disable=not config.progress,
-        leave=True,
-        mininterval=BAR_SECONDS,
+    if state is None:
+        seed_everything(config.seed)  # dropout's stream
+    net = _wrap(model, config, dist, device)
+    trainer = Trainer(model, config, loss_fn=loss_fn, device=device, net=net)
+    history, start = _restore(trainer, state) if state is not None else (History(), 0)
+    loop = _Loop(
+        trainer, batch_at, history, dist=dist, evaluate=evaluate, out_dir=out_dir, meta=meta
     )
+    bar = _bar(config, start, dist)
     model.train()
-    start = time.perf_counter()
-    for step in range(config.steps):
-        lr = lr_at(step, config)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        x, y = get_batch(step)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with autocast_for(device, config.precision):
-            logits = model(x)
-        loss = loss_fn(logits, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip is not None:
-            norm = nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        else:
-            norm = torch.linalg.vector_norm(
-                torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])
-            )
-        optimizer.step()
-        losses.append(loss.detach())
-        norms.append(norm.detach())
-        history.lrs.append(lr)
+    step, done = start, loop.finished(start)
+    while not done and (stop_after is None or step < stop_after):
+        loop.one_step(step)
+        step += 1
         bar.update(1)
-        done = step + 1
-        is_eval = evaluate is not None and (
-            done == config.steps or (config.eval_every and done % config.eval_every == 0)
-        )
-        if done % 50 == 0 or is_eval:
-            bar.set_postfix(loss=f"{float(losses[-1]):.4f}", refresh=False)
-        if is_eval:
-            history.seconds += time.perf_counter() - start
-            row = run_eval(done)
-            start = time.perf_counter()
-            if stop_when is not None and stop_when(row):
-                history.stopped_early = done < config.steps
-                break
-    else:
-        history.seconds += time.perf_counter() - start
+        done = loop.finished(step)
+        row = loop.at_step_end(step, last=done)
+        if row is not None:
+            bar.set_postfix({k: v for k, v in row.items() if k not in ("step", "seconds")})
+        elif history.losses and step % config.log_every == 0:
+            bar.set_postfix(loss=f"{history.losses[-1]:.4f}", refresh=False)
+        if row is not None and stop_when is not None and stop_when(row) and not done:
+            history.stopped_early = done = True
+    loop.flush()
+    loop.pause_clock()
     bar.close()
-    history.losses = torch.stack(losses).float().cpu().tolist()
-    history.grad_norms = torch.stack(norms).float().cpu().tolist()
     return history
-
-
-def atomic_save(obj, path: str | os.PathLike) -> Path:
-    """``torch.save`` to a temporary file next to ``path``, then rename it into place.
-
-    A crash or a full disk mid-write leaves the previous checkpoint intact instead of a
-    truncated one: ``os.replace`` swaps the whole file in one step.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return path

@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from ..core.configs import frozen_decoder_config
 from ..core.ledger import count_parameters, parameter_ledger
 from ..core.model import GPT, CausalSelfAttention, GPTConfig
+from ..core.modes import eval_mode
 from ..core.seeding import build_model
 
 VOCAB = ("<pad>", "<bos>", "<eos>", "A", "B", "C", "D", "E")  # the frozen decoder's V = 8 tokens
@@ -420,10 +421,8 @@ def audit(
     Every check runs even after a failure, so the report shows everything that is wrong."""
     device = next(model.parameters()).device
     x, y = (t.to(device) for t in batch)
-    was_training = model.training
-    model.eval()
     report = AuditReport()
-    try:
+    with eval_mode(model):
         try:
             trace = _trace(model, x)
         except Exception as err:  # the forward pass itself failed: every check fails
@@ -442,8 +441,6 @@ def audit(
             report.checks.append(CheckResult(step, name, passed, detail))
         if trace is not None:
             report.loss = trace.get("loss")
-    finally:
-        model.train(was_training)
     if verbose:
         print(report)
     return report

@@ -3,8 +3,9 @@ token embedding, and a tiny deterministic training loop to compare two starts (l
 
 An untrained language model should spread its bet evenly over the vocabulary, so its first loss
 should be close to ``ln(vocab_size)``. :func:`loss_at_init` measures the loss and the logits'
-spread in one forward pass; :func:`train_steps` runs a few plain AdamW steps on batches that are
-drawn on the CPU (see :func:`walk_batches`), so two runs from two inits see the same data.
+spread in one forward pass; :func:`train_steps` runs a few plain AdamW steps (with the engine's
+loop) on batches drawn on the CPU (see :func:`walk_batches`), so two runs from two inits see the
+same data.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import torch
 from torch import nn
 
 from ..core.model import lm_loss
+from ..core.modes import eval_mode
+from ..engine.training import TrainConfig, train
 
 
 def uniform_loss(vocab_size: int) -> float:
@@ -49,13 +52,8 @@ def loss_at_init(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor) -> 
 
     The model's train/eval mode is restored afterwards.
     """
-    was_training = model.training
-    model.eval()
-    try:
-        logits = model(idx)
-    finally:
-        model.train(was_training)
-    logits = logits.float()
+    with eval_mode(model):
+        logits = model(idx).float()
     return InitReport(
         logit_std=float(logits.std()),
         loss=float(lm_loss(logits, targets)),
@@ -112,22 +110,17 @@ def train_steps(
     lr: float = 3e-3,
     seed: int = 0,
 ) -> list[float]:
-    """One plain AdamW step (no weight decay, no schedule, no clipping) per batch.
+    """One plain AdamW step (no weight decay, no schedule, no clipping) per batch, with the
+    course's training loop (:func:`course_utils.engine.training.train`).
 
     Returns the loss of each batch measured *before* its step, so ``losses[0]`` is the loss at
-    initialization. ``torch.manual_seed(seed)`` runs first; with dropout 0 and batches drawn in
-    advance, two calls on equal models give equal losses.
+    initialization. The loop seeds torch with ``seed`` first; with dropout 0 and batches drawn
+    in advance, two calls on equal models give equal losses.
     """
     if not batches:
         raise ValueError("batches is empty: pass at least one (x, y) pair")
-    torch.manual_seed(seed)
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
-    for x, y in batches:
-        loss = lm_loss(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return losses
+    plain = TrainConfig(
+        steps=len(batches), lr=lr, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0,
+        betas=(0.9, 0.999), grad_clip=None, seed=seed, progress=False,
+    )  # fmt: skip
+    return train(model, lambda step: batches[step], plain).losses

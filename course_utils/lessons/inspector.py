@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from ..core.cli import command_parser, run_command
 from ..core.configs import NAMED_CONFIGS, named_config
 from ..core.ledger import MIB, MemoryEstimate, format_ledger, memory_estimate, parameter_ledger
 from ..core.model import GPT
@@ -103,10 +104,16 @@ class _ListTrap(nn.Module):
         self.out = nn.Linear(dim, 1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m course_utils inspect",
-        description="Count parameters, estimate training memory and audit module containers.",
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``inspect`` command's arguments."""
+    parser.description = (
+        "Count parameters (trainable and frozen), estimate training memory and find modules "
+        "hidden in plain Python containers."
+    )
+    parser.epilog = (
+        "examples:\n  python -m course_utils inspect --dim 1024 --layers 12\n  python -m "
+        "course_utils inspect --config mini-lm-L2 --freeze tok_emb\n  python -m course_utils "
+        "inspect --list-trap-demo"
     )
     parser.add_argument("--dim", type=int, default=1024, help="MLP stack width (default 1024)")
     parser.add_argument("--layers", type=int, default=12, help="MLP stack depth (default 12)")
@@ -121,9 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--list-trap-demo", action="store_true", help="inspect a model that hides layers in a list"
     )
-    args = parser.parse_args(argv)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the model ``args`` describe and print its inspection."""
     if args.dim < 1 or args.layers < 1:
-        parser.error("--dim and --layers must be >= 1")
+        raise ValueError("--dim and --layers must be >= 1")
 
     if args.list_trap_demo:
         model, title = _ListTrap(args.dim), f"list-trap demo (dim {args.dim})"
@@ -143,3 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(format_ledger(parameter_ledger(model)))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(command_parser("python -m course_utils inspect", configure), argv)

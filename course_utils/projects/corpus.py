@@ -22,8 +22,8 @@ at most 256 characters, else ``uint16``) together with ``meta.json``, atomically
 and draws random windows from it (:func:`get_batch`).
 
 Command line: ``python -m course_utils bookgpt prepare --corpus default|DIR --out DIR``
-(:func:`main`; :func:`add_prepare_parser` lets a later ``bookgpt`` module add its own
-subcommands beside ``prepare``).
+(:func:`add_prepare_parser`, which :mod:`course_utils.projects.bookgpt` adds beside ``train``
+and ``sample``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import argparse
 import hashlib
 import json
 import re
-import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.cli import add_subcommand
 from ..core.tokenizer import CharTokenizer
 from ..engine.io import atomic_folder, write_synced
 
@@ -319,27 +319,6 @@ def ids_dtype(vocab_size: int) -> np.dtype:
     raise CorpusError(f"a vocabulary of {vocab_size} characters does not fit uint16")
 
 
-def encode(text: str, itos: Sequence[str], dtype=None) -> np.ndarray:
-    """Token ids of ``text`` under the vocabulary ``itos`` (id = index), vectorized: the text's
-    code points are looked up in the sorted code points of the vocabulary. Raises
-    :class:`CorpusError` listing characters that are not in the vocabulary."""
-    codes = np.array([ord(ch) for ch in itos], dtype=np.uint32)
-    if np.any(np.diff(codes.astype(np.int64)) <= 0):
-        raise CorpusError("the vocabulary must be distinct characters sorted by code point")
-    points = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
-    ids = np.minimum(np.searchsorted(codes, points), len(codes) - 1)
-    bad = codes[ids] != points
-    if bad.any():
-        unknown = sorted({chr(p) for p in points[bad]})
-        raise CorpusError(f"characters not in the vocabulary: {unknown!r}")
-    return ids.astype(dtype if dtype is not None else ids_dtype(len(itos)))
-
-
-def decode(ids, itos: Sequence[str]) -> str:
-    """The text of token ids (any integer array, tensor or list) under ``itos``."""
-    return "".join(itos[int(i)] for i in np.asarray(ids).reshape(-1))
-
-
 # ---- audit ----------------------------------------------------------------------------------
 
 
@@ -571,7 +550,8 @@ def prepare(
     _check_out_dir(out_dir)  # fail before the work, not after it
     corpus = load_corpus(corpus)
     meta, streams = build_meta(corpus, val_fraction)
-    arrays = {s: encode(streams[s], meta["itos"], meta["dtype"]) for s in SPLITS}
+    tokenizer = CharTokenizer(meta["itos"])
+    arrays = {s: tokenizer.encode_array(streams[s], meta["dtype"]) for s in SPLITS}
 
     def write(tmp: Path) -> None:
         for split in SPLITS:
@@ -666,13 +646,14 @@ def batch_at(
 def add_prepare_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``prepare`` to an ``argparse`` subparsers object (the ``bookgpt`` command's), with
     :func:`run_prepare` as ``func``."""
-    parser = subparsers.add_parser(
-        "prepare",
-        help="turn books into train.bin / val.bin / meta.json and print an audit",
-        description="Split every book 90/10 (train/val) at a paragraph boundary, concatenate, "
-        "encode characters, write train.bin, val.bin and meta.json atomically, and print an "
-        "audit (sizes, per-book counts, duplicated paragraphs, rare characters). Offline.",
-    )
+    parser = add_subcommand(
+        subparsers, "prepare", "turn books into train.bin / val.bin / meta.json and print an audit",
+        "Split every book 90/10 (train/val) at a paragraph boundary, concatenate, encode "
+        "characters, write train.bin, val.bin and meta.json atomically, and print an audit "
+        "(sizes, per-book counts, duplicated paragraphs, rare characters). Offline.",
+        PREPARE_COMMAND.format(out=DEFAULT_OUT_DIR),
+    )  # fmt: skip
+    parser.epilog += "\n  python -m course_utils bookgpt prepare --corpus my_books/ --out data/mine"
     parser.add_argument(
         "--corpus",
         default="default",
@@ -696,33 +677,8 @@ def add_prepare_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    """Run ``bookgpt prepare``: prepare, print the audit; a :class:`CorpusError` becomes a
-    one-line error on stderr and exit status 2."""
-    try:
-        meta = prepare(args.corpus, args.out, args.val_fraction)
-    except CorpusError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    """Run ``bookgpt prepare``: prepare, then print the audit."""
+    meta = prepare(args.corpus, args.out, args.val_fraction)
     print(format_audit(meta, max_books=args.books))
     print(f"\nwrote {args.out}/train.bin, val.bin, meta.json")
     return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``bookgpt`` parser with the subcommands this module knows (``prepare``)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m course_utils bookgpt", description="BookGPT: a character model on books"
-    )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_prepare_parser(subparsers)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m course_utils bookgpt prepare ...``."""
-    args = build_parser().parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

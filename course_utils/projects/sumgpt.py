@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..core.cli import add_subcommand, command_parser, run_command
 from ..core.device import pick_device
 from ..core.generate import generate
 from ..core.model import GPT, GPTConfig
+from ..core.modes import eval_mode
 from ..core.seeding import build_model
 from ..core.tokenizer import CharTokenizer
-from ..engine.training import TrainConfig, atomic_save, train
+from ..engine import checkpoint
+from ..engine.checkpoint import CheckpointError
+from ..engine.training import TrainConfig, train
 
 VOCAB = "0123456789+=\n"
 TOKENIZER = CharTokenizer(VOCAB)  # ids: "\n" 0, "+" 1, "0".."9" 2..11, "=" 12
@@ -195,26 +197,26 @@ def heldout_pairs(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class SumBatches:
-    """Fresh training batches forever, from a seeded CPU generator: ``batches(step) -> (x, y)``.
+    """Training batches as a function of the step: ``batches(step) -> (x, y)``.
 
-    Each call draws ``batch_size`` pairs uniformly from the training pool (never a held-out
-    pair), so the same seed gives the same stream of batches on every machine.
+    The batch of step ``s`` draws ``batch_size`` pairs uniformly from the training pool (never
+    a held-out pair) on a CPU generator seeded from ``(seed, s)`` alone: the same on every
+    machine, and a resumed run sees exactly the batches an uninterrupted one would.
     """
 
     def __init__(self, batch_size: int, seed: int = 0, reverse: bool = True, mask: bool = True):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.batch_size, self.reverse, self.mask = batch_size, reverse, mask
-        self.generator = torch.Generator().manual_seed(seed)
+        self.batch_size, self.seed, self.reverse, self.mask = batch_size, seed, reverse, mask
         self.pool = training_pool()
 
-    def sample_pairs(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        pick = torch.randint(len(self.pool), (n,), generator=self.generator)
-        chosen = self.pool[pick]
+    def sample_pairs(self, n: int, step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        chosen = self.pool[torch.randint(len(self.pool), (n,), generator=generator)]
         return chosen // N_NUMBERS, chosen % N_NUMBERS
 
-    def __call__(self, step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        a, b = self.sample_pairs(self.batch_size)
+    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = self.sample_pairs(self.batch_size, step)
         return make_batch(a, b, self.reverse, self.mask)
 
 
@@ -247,15 +249,13 @@ def correct_answers(model: GPT, a, b, reverse: bool = True, batch_size: int = 25
     tokens (teacher forcing). If every argmax is right, each decoding step sees exactly the
     teacher-forced prefix; at the first wrong argmax, decoding goes wrong too.
     """
-    was_training = model.training
-    model.eval()
     x, y = make_batch(a, b, reverse, mask=True)
     results = []
-    for start in range(0, len(x), batch_size):
-        xb = x[start : start + batch_size].to(_device_of(model))
-        pred = model(xb)[:, FIRST_TARGET:].argmax(-1).cpu()
-        results.append((pred == y[start : start + batch_size, FIRST_TARGET:]).all(1))
-    model.train(was_training)
+    with eval_mode(model):
+        for start in range(0, len(x), batch_size):
+            xb = x[start : start + batch_size].to(_device_of(model))
+            pred = model(xb)[:, FIRST_TARGET:].argmax(-1).cpu()
+            results.append((pred == y[start : start + batch_size, FIRST_TARGET:]).all(1))
     return torch.cat(results)
 
 
@@ -266,85 +266,36 @@ def exact_match(model: GPT, a, b, reverse: bool = True) -> float:
 
 # ----------------------------------------------------------------------------- checkpoints
 
-CHECKPOINT_KIND, CHECKPOINT_VERSION = "sumgpt", 1
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: unreadable, not SumGPT's, or not matching the model."""
+PROJECT = "sumgpt"
 
 
 def save_checkpoint(path, model: GPT, *, reverse: bool = True, **meta) -> Path:
-    """Write the model, its config and ``meta`` (plain numbers and strings) atomically."""
-    payload = {
-        "kind": CHECKPOINT_KIND,
-        "version": CHECKPOINT_VERSION,
-        "config": asdict(model.config),
-        "reverse": bool(reverse),
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "meta": meta,
-    }
-    return atomic_save(payload, path)
+    """Write the model, its config, the digit order and ``meta`` (plain numbers and strings)
+    in the course's checkpoint format, atomically."""
+    return checkpoint.save_checkpoint(
+        path, model, meta={"project": PROJECT, "reverse": bool(reverse), **meta}
+    )
 
 
 def load_checkpoint(path, device=None) -> tuple[GPT, dict]:
-    """The model saved at ``path`` and its info (``reverse``, ``config``, ``meta``).
-
-    Raises :class:`CheckpointError` saying what is wrong with a missing, corrupt, foreign or
-    mismatched file.
-    """
+    """The model saved at ``path`` (a checkpoint file or a run folder) and its info
+    (``reverse``, ``config``, ``meta``). Raises :class:`CheckpointError` saying what is wrong
+    with a missing, corrupt, foreign or mismatched file."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises several types for a damaged file
+    if path.is_dir():
+        path = path / checkpoint.CHECKPOINT_NAME
+    state = checkpoint.read_checkpoint(path, project=PROJECT)
+    shape = {k: (state["model_config"] or {}).get(k) for k in ("vocab_size", "block_size")}
+    if (shape["vocab_size"], shape["block_size"]) != (len(VOCAB), BLOCK_SIZE):
         raise CheckpointError(
-            f"{path}: cannot be read as a checkpoint ({type(exc).__name__}); the file is "
-            f"corrupt or truncated: train it again with `sumgpt train --out {path}`"
-        ) from None
-    if not isinstance(payload, dict) or payload.get("kind") != CHECKPOINT_KIND:
-        found = payload.get("kind") if isinstance(payload, dict) else type(payload).__name__
-        raise CheckpointError(f"{path}: not a SumGPT checkpoint (found kind {found!r})")
-    if payload.get("version") != CHECKPOINT_VERSION:
-        raise CheckpointError(
-            f"{path}: checkpoint format version {payload.get('version')!r}, this code reads "
-            f"version {CHECKPOINT_VERSION}"
+            f"{path}: config has vocab_size={shape['vocab_size']}, block_size="
+            f"{shape['block_size']}; SumGPT needs vocab_size={len(VOCAB)}, block_size={BLOCK_SIZE}"
         )
-    try:
-        config = GPTConfig(**payload["config"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{path}: its model config is invalid: {exc}") from None
-    if (config.vocab_size, config.block_size) != (len(VOCAB), BLOCK_SIZE):
-        raise CheckpointError(
-            f"{path}: config has vocab_size={config.vocab_size}, block_size={config.block_size}; "
-            f"SumGPT needs vocab_size={len(VOCAB)}, block_size={BLOCK_SIZE}"
-        )
-    model = GPT(config)
-    state = payload.get("state_dict")
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path}: has no state_dict")
-    expected = model.state_dict()
-    missing = sorted(expected.keys() - state.keys())
-    unexpected = sorted(state.keys() - expected.keys())
-    wrong_shape = [
-        f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}"
-        for k, v in expected.items()
-        if k in state and tuple(state[k].shape) != tuple(v.shape)
-    ]
-    if missing or unexpected or wrong_shape:
-        parts = []
-        if missing:
-            parts.append(f"missing {len(missing)} tensor(s), e.g. {missing[0]}")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected tensor(s), e.g. {unexpected[0]}")
-        if wrong_shape:
-            parts.append(f"shape mismatch: {wrong_shape[0]}")
-        raise CheckpointError(f"{path}: weights do not match its config: {'; '.join(parts)}")
-    model.load_state_dict(state)
+    model = checkpoint.model_from_checkpoint(state, path)
+    config = model.config
     model.to(device if device is not None else pick_device())
-    info = {"reverse": bool(payload.get("reverse", True)), "config": config}
-    info["meta"] = payload.get("meta", {})
-    return model, info
+    meta = dict(state["meta"])
+    return model, {"reverse": bool(meta.pop("reverse", True)), "config": config, "meta": meta}
 
 
 # ----------------------------------------------------------------------------- training
@@ -356,86 +307,96 @@ def load_checkpoint(path, device=None) -> tuple[GPT, dict]:
 DEFAULT_TRAIN = dict(steps=1200, batch_size=128, lr=1e-3, warmup_steps=100, weight_decay=0.1)
 
 
+def train_config(steps: int = DEFAULT_TRAIN["steps"], **overrides) -> TrainConfig:
+    """The engine's settings for SumGPT: :data:`DEFAULT_TRAIN` with ``overrides`` applied."""
+    base = {k: v for k, v in DEFAULT_TRAIN.items() if k not in ("steps", "batch_size")}
+    settings = {**base, "desc": "SumGPT", **overrides}
+    settings["warmup_steps"] = min(settings["warmup_steps"], steps)
+    return TrainConfig(steps=steps, **settings)
+
+
+def exact_match_evaluation(n: int = 1000, seed: int = 0, reverse: bool = True):
+    """An evaluation for the engine: ``exact_match`` on ``n`` fixed held-out sums."""
+    a, b = heldout_pairs(n, seed=seed)
+
+    def evaluate(model, step):
+        return {"exact_match": exact_match(model, a, b, reverse)}
+
+    return evaluate
+
+
 def train_sumgpt(
     steps: int = DEFAULT_TRAIN["steps"],
     *,
     seed: int = 0,
     batch_size: int = DEFAULT_TRAIN["batch_size"],
-    lr: float = DEFAULT_TRAIN["lr"],
-    warmup_steps: int = DEFAULT_TRAIN["warmup_steps"],
-    weight_decay: float = DEFAULT_TRAIN["weight_decay"],
-    min_lr_ratio: float = 0.1,
-    precision: str = "auto",
     reverse: bool = True,
     mask: bool = True,
     device=None,
-    eval_every: int = 0,
     eval_n: int = 1000,
     eval_seed: int = 0,
     stop_at: float | None = None,
-    progress: bool = True,
     config: GPTConfig | None = None,
+    out_dir=None,
+    resume: bool = False,
+    **train_options,
 ):
-    """Build seed 003's model under ``seed`` and train it; returns ``(model, history)``.
+    """Build the model under ``seed`` and train it with the engine; returns ``(model, history)``.
 
     Every ``eval_every`` steps (and after the last) the history records ``exact_match`` on
-    ``eval_n`` held-out sums; ``stop_at`` stops training once that reaches the threshold.
+    ``eval_n`` held-out sums; ``stop_at`` stops training once that reaches the threshold. The
+    other keyword arguments are :class:`~course_utils.engine.training.TrainConfig` fields.
     """
     device = torch.device(device) if device is not None else pick_device()
     model = build_model(GPT, config or sumgpt_config(), seed=seed, device=device)
-    ea, eb = heldout_pairs(eval_n, seed=eval_seed)
-
-    def evaluate(net, step):
-        return {"exact_match": exact_match(net, ea, eb, reverse)}
-
-    run = TrainConfig(
-        steps=steps,
-        lr=lr,
-        warmup_steps=min(warmup_steps, steps),
-        weight_decay=weight_decay,
-        min_lr_ratio=min_lr_ratio,
-        eval_every=eval_every,
-        precision=precision,
-        seed=seed,
-        progress=progress,
-        desc="SumGPT",
-    )
+    run = train_config(steps, seed=seed, **train_options)
+    meta = {"project": PROJECT, "reverse": reverse, "mask": mask, "batch_size": batch_size}
     stop = None if stop_at is None else (lambda row: row["exact_match"] >= stop_at)
     history = train(
-        model,
-        SumBatches(batch_size, seed=seed, reverse=reverse, mask=mask),
-        run,
-        evaluate=evaluate,
-        stop_when=stop,
-        device=device,
-    )
+        model, SumBatches(batch_size, seed=seed, reverse=reverse, mask=mask), run,
+        evaluate=exact_match_evaluation(eval_n, eval_seed, reverse), stop_when=stop,
+        device=device, out_dir=out_dir, resume=resume, meta={**meta, "seed": seed},
+    )  # fmt: skip
     return model, history
 
 
 # ----------------------------------------------------------------------------- CLI
 
+TRAIN_EXAMPLE = "python -m course_utils sumgpt train --steps 1200 --seed 0 --out runs/sumgpt"
+EVAL_EXAMPLE = "python -m course_utils sumgpt eval runs/sumgpt --n 10000"
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m course_utils sumgpt",
-        description="Train SumGPT (3-digit addition, reversed answers) or evaluate a checkpoint.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser("train", help="train from scratch and report held-out exact match")
-    tr.add_argument("--steps", type=int, default=DEFAULT_TRAIN["steps"])
-    tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--device", default=None, help="cpu, cuda, mps (default: pick_device())")
-    tr.add_argument("--out", default="checkpoints/sumgpt.pt", help="checkpoint path")
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``sumgpt`` command: ``train`` and ``eval`` subcommands."""
+    parser.description = "SumGPT: train the 3-digit adder of lesson 10, or score a checkpoint."
+    parser.epilog = f"examples:\n  {TRAIN_EXAMPLE}\n  {EVAL_EXAMPLE}"
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tr = add_subcommand(
+        sub, "train", "train from scratch and report held-out exact match",
+        "Train SumGPT (answers units first, loss masked before '=') and write ckpt.pt, log.csv "
+        "and log.json into --out.", TRAIN_EXAMPLE,
+    )  # fmt: skip
+    tr.add_argument("--steps", type=int, default=DEFAULT_TRAIN["steps"], help="updates")
+    tr.add_argument("--seed", type=int, default=0, help="model init and data order")
+    tr.add_argument("--device", default=None, help="cpu, cuda, mps (default: the best there is)")
+    tr.add_argument("--out", type=Path, default=Path("runs/sumgpt"), help="run folder")
+    tr.add_argument("--resume", action="store_true", help="continue the run in --out")
     tr.add_argument("--batch-size", type=int, default=DEFAULT_TRAIN["batch_size"])
-    tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"])
-    tr.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
+    tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"], help="peak learning rate")
+    tr.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
+                    help="auto: bf16 autocast on CUDA, fp32 elsewhere")  # fmt: skip
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ev = sub.add_parser("eval", help="exact match of a checkpoint on held-out sums")
-    ev.add_argument("checkpoint")
+    tr.set_defaults(func=run_train)
+    ev = add_subcommand(
+        sub, "eval", "exact match of a checkpoint on held-out sums",
+        "Score a SumGPT checkpoint (a ckpt.pt or its run folder) on held-out sums, overall and "
+        "by number of carries.", EVAL_EXAMPLE,
+    )  # fmt: skip
+    ev.add_argument("checkpoint", type=Path, help="ckpt.pt, or the run folder holding it")
     ev.add_argument("--n", type=int, default=10_000, help="how many held-out sums")
     ev.add_argument("--seed", type=int, default=0, help="which held-out sums")
     ev.add_argument("--device", default=None)
-    return parser
+    ev.set_defaults(func=run_eval)
 
 
 def _report(model, a, b, reverse) -> float:
@@ -449,55 +410,34 @@ def _report(model, a, b, reverse) -> float:
     return float(ok.float().mean())
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``sumgpt train [--steps N] [--seed S] [--device D] [--out CKPT]`` or
-    ``sumgpt eval CKPT [--n N]``; returns the exit status."""
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        device = pick_device(args.device)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.command == "train":
-        if args.steps < 1 or args.batch_size < 1:
-            print("error: --steps and --batch-size must be >= 1", file=sys.stderr)
-            return 2
-        model, history = train_sumgpt(
-            args.steps,
-            seed=args.seed,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            precision=args.precision,
-            device=device,
-            eval_n=1000,
-            progress=not args.no_progress,
-        )
-        a, b = heldout_pairs(1000, seed=0)
-        print(
-            f"trained {history.steps:,} steps of batch {args.batch_size} in "
-            f"{history.seconds:.1f} s on {device.type}; final loss {history.losses[-1]:.4f}"
-        )
-        accuracy = _report(model, a, b, reverse=True)
-        path = save_checkpoint(
-            args.out, model, reverse=True, steps=history.steps, seed=args.seed, exact_match=accuracy
-        )
-        print(f"checkpoint: {path}")
-        print(f"exact-match: {accuracy:.4f} on 1000 held-out sums")
-        return 0
-    try:
-        model, info = load_checkpoint(args.checkpoint, device=device)
-    except CheckpointError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        a, b = heldout_pairs(args.n, seed=args.seed)
-    except ValueError as exc:
-        print(f"error: --n: {exc}", file=sys.stderr)
-        return 2
-    accuracy = _report(model, a, b, info["reverse"])
+def run_train(args: argparse.Namespace) -> int:
+    if args.steps < 1 or args.batch_size < 1:
+        raise ValueError("--steps and --batch-size must be >= 1")
+    device = pick_device(args.device)
+    model, history = train_sumgpt(
+        args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
+        precision=args.dtype, device=device, progress=not args.no_progress,
+        out_dir=args.out, resume=args.resume,
+    )  # fmt: skip
+    print(
+        f"trained {history.steps:,} steps of batch {args.batch_size} in "
+        f"{history.seconds:.1f} s on {device.type}; final loss {history.losses[-1]:.4f}"
+    )
+    accuracy = _report(model, *heldout_pairs(1000, seed=0), reverse=True)
+    print(f"checkpoint: {args.out / checkpoint.CHECKPOINT_NAME}")
+    print(f"exact-match: {accuracy:.4f} on 1000 held-out sums")
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    if not 1 <= args.n <= len(heldout_pool()):
+        raise ValueError(f"--n must lie in [1, {len(heldout_pool()):,}], got {args.n}")
+    model, info = load_checkpoint(args.checkpoint, device=pick_device(args.device))
+    accuracy = _report(model, *heldout_pairs(args.n, seed=args.seed), info["reverse"])
     print(f"exact-match: {accuracy:.4f} on {args.n} held-out sums")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def main(argv: list[str] | None = None) -> int:
+    """``sumgpt train ...`` or ``sumgpt eval CKPT ...``; returns the exit status."""
+    return run_command(command_parser("python -m course_utils sumgpt", configure), argv)

@@ -1,71 +1,111 @@
-"""``python -m course_utils doctor``: is this environment ready for the course? Says what to fix."""
+"""``python -m course_utils doctor``: is this environment ready for the course? Says what to fix.
+
+The packages it checks are the course package's own requirements (pyproject.toml, read back from
+the installed metadata), by role: what a student needs, then the instructor's and the
+maintainer's extras, which are reported but only needed by those roles.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
+import re
 import sys
+from importlib import metadata
+from pathlib import Path
 
-# (import name, what it is for, how to fix a failed import)
-REQUIRED = [
-    (
-        "torch",
-        "the models",
-        "pip install torch  (CPU-only: add --index-url https://download.pytorch.org/whl/cpu)",
-    ),
-    ("numpy", "arrays", "pip install -r requirements.txt"),
-    ("matplotlib", "figures", "pip install -r requirements.txt"),
-    ("ipywidgets", "sliders and quizzes", "pip install -r requirements.txt; reload JupyterLab"),
-    ("jupyterlab", "the course itself", "pip install -r requirements.txt"),
-    ("tqdm", "progress bars", "pip install -r requirements.txt"),
-]
-FOR_TESTS = [
-    ("pytest", "the test suite", "pip install -r requirements.txt"),
-    ("nbval", "checking notebook outputs", "pip install -r requirements.txt"),
-    ("nbstripout", "clean notebooks in git", "pip install -r requirements.txt"),
-    ("nbgrader", "labs and grading", "pip install -r requirements.txt"),
-]
+DISTRIBUTION = "course-utils"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+FIXES = {
+    "": "pip install -r requirements.txt (or make setup)",
+    "instructor": "pip install -e '.[instructor]' (or make instructor)",
+    "dev": "pip install -e '.[instructor,dev]' (or make dev)",
+}
+ROLES = {"": "for the course", "instructor": "for instructors", "dev": "for maintainers"}
 
 
-def check_imports(packages) -> list[tuple[str, str, str | None]]:
-    """(name, version or error, fix) per package; fix is None when the import worked."""
-    results = []
-    for name, _purpose, fix in packages:
-        try:
-            module = importlib.import_module(name)
-            results.append((name, getattr(module, "__version__", "ok"), None))
-        except Exception as exc:  # any failure to import is a finding, not a crash
-            results.append((name, f"FAILED ({type(exc).__name__}: {exc})", fix))
-    return results
+def requirements() -> dict[str, list[str]]:
+    """The course's requirements by extra ("" for the base install), from the installed
+    package's metadata, or from pyproject.toml when it is not installed."""
+    try:
+        listed = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+        groups = {"": project["dependencies"], **project.get("optional-dependencies", {})}
+        return {k: list(v) for k, v in groups.items()}
+    groups: dict[str, list[str]] = {}
+    for line in listed:
+        requirement, _, marker = line.partition(";")
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+        groups.setdefault(extra.group(1) if extra else "", []).append(requirement.strip())
+    return groups
 
 
-def main(argv: list[str] | None = None) -> int:
-    print(f"python:  {sys.version.split()[0]} at {sys.executable}")
-    print(f"system:  {platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores")
-    failures = 0
+def check(requirement: str) -> str | None:
+    """None when ``requirement`` is installed at a version it allows, else what is wrong."""
+    name = re.match(r"[A-Za-z0-9._-]+", requirement).group(0)
+    try:
+        version = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+    try:
+        from packaging.requirements import Requirement
+
+        if not Requirement(requirement).specifier.contains(version, prereleases=True):
+            return f"version {version} does not satisfy {requirement}"
+    except ImportError:  # packaging ships with pip's environment almost always; skip if not
+        pass
+    return None
+
+
+def torch_report() -> int:
+    """Print torch's build, threads and device; the number of problems found."""
     try:
         import torch
 
         from ..core.device import DEVICE_ENV, pick_device
-
-        cuda = torch.version.cuda or "none (CPU-only build)"
-        print(f"torch:   {torch.__version__}, CUDA build: {cuda}")
-        omp = os.environ.get("OMP_NUM_THREADS", "unset")
-        print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp})")
-        try:
-            print(f"device:  {pick_device()} ({DEVICE_ENV}={os.environ.get(DEVICE_ENV, 'unset')})")
-        except ValueError as exc:
-            print(f"device:  FAILED: {exc}")
-            failures += 1
     except Exception as exc:
-        print(f"torch:   FAILED to import ({exc})")
-    for title, group in (("required", REQUIRED), ("for tests and grading", FOR_TESTS)):
-        print(f"packages ({title}):")
-        for name, status, fix in check_imports(group):
-            print(f"  {name:<11} {status}")
-            if fix:
-                print(f"  {'':<11} FIX: {fix}")
+        print(f"torch:   FAILED to import ({exc}); FIX: make setup")
+        return 1
+    cuda = torch.version.cuda or "none (CPU-only build)"
+    print(f"torch:   {torch.__version__}, CUDA build: {cuda}")
+    omp = os.environ.get("OMP_NUM_THREADS", "unset")
+    print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp})")
+    try:
+        print(f"device:  {pick_device()} ({DEVICE_ENV}={os.environ.get(DEVICE_ENV, 'unset')})")
+    except ValueError as exc:
+        print(f"device:  FAILED: {exc}")
+        return 1
+    return 0
+
+
+def configure(parser) -> None:
+    """The ``doctor`` command (no arguments)."""
+    parser.description = (
+        "Check this environment: Python, torch and its device, threads, and every package the "
+        "course needs, with a fix for each failure."
+    )
+    parser.epilog = "example:\n  python -m course_utils doctor"
+    parser.set_defaults(func=main)
+
+
+def main(args=None) -> int:
+    """Print the report; exit status 1 when something the course itself needs is missing."""
+    print(f"python:  {sys.version.split()[0]} at {sys.executable}")
+    print(f"system:  {platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores")
+    failures = torch_report()
+    for extra, group in requirements().items():
+        print(f"packages ({ROLES.get(extra, extra)}):")
+        for requirement in group:
+            problem = check(requirement)
+            print(f"  {requirement:<24} {'ok' if problem is None else problem}")
+            if problem is not None and extra == "":
+                print(f"  {'':<24} FIX: {FIXES['']}")
                 failures += 1
+        missing = [r for r in group if extra and check(r) is not None]
+        if missing:
+            print(f"  (only needed {ROLES.get(extra, extra)}: {FIXES.get(extra, '')})")
     print("all good" if not failures else f"{failures} problem(s) found: apply the FIX lines above")
     return 1 if failures else 0

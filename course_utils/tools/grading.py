@@ -164,10 +164,12 @@ def resolve_lab(arg: str) -> Path:
     return candidate
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m course_utils grade",
-        description="Autograde collected submissions of one lab into a CSV gradebook.",
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``grade`` command's arguments."""
+    parser.description = "Autograde collected submissions of one lab into a CSV gradebook."
+    parser.epilog = (
+        "example:\n  python -m course_utils grade 01_tokens_and_embeddings subs/ --out "
+        "gradebook.csv --feedback feedback/ --jobs 2"
     )
     parser.add_argument("lab", help="lab name (solutions/LAB.ipynb) or path to its solution")
     parser.add_argument(
@@ -190,13 +192,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--jobs", type=int, default=1, help="submissions graded at once (default 1)"
     )
-    return parser.parse_args(argv)
+    parser.set_defaults(func=run)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_utils grade")
+    configure(parser)
+    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+
+
+def run(args: argparse.Namespace) -> int:
     """``python -m course_utils grade``: exit 0 once the gradebook is written (a submission that
     could not be graded is a row with its status, not a failure), 2 for a usage error."""
-    args = parse_args(argv)
     try:
         solution = resolve_lab(args.lab)
         if not args.submissions.is_dir():

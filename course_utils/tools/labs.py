@@ -25,6 +25,7 @@ from nbgrader.preprocessors import (
     LockCells,
 )
 
+from ..core.cli import add_subcommand
 from .publish import ROOT, nbstripout_command
 
 SOLUTIONS = ROOT / "solutions"
@@ -97,15 +98,29 @@ def check_all(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[str]:
     return problems
 
 
-def main(argv: list[str]) -> int:
-    if argv == ["build"]:
-        build_all()
-        return 0
-    if argv == ["check"]:
-        problems = check_all()
-        for p in problems:
-            print(p, file=sys.stderr)
-        print(f"labs: {len(problems)} problem(s)" if problems else "labs: in sync with solutions")
-        return 1 if problems else 0
-    print("usage: python -m course_utils labs build|check", file=sys.stderr)
-    return 2
+def configure(parser) -> None:
+    """The ``labs`` command: ``build`` and ``check``."""
+    parser.description = "Regenerate labs/ from solutions/ (build) or check they are in sync."
+    parser.epilog = (
+        "examples:\n  python -m course_utils labs build\n  python -m course_utils labs check"
+    )
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, summary, func in (
+        ("build", "write every lab in labs/ from its solution", run_build),
+        ("check", "fail when a committed lab differs from what its solution builds", run_check),
+    ):
+        child = add_subcommand(sub, name, summary, summary, f"python -m course_utils labs {name}")
+        child.set_defaults(func=func)
+
+
+def run_build(args) -> int:
+    build_all()
+    return 0
+
+
+def run_check(args) -> int:
+    problems = check_all()
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"labs: {len(problems)} problem(s)" if problems else "labs: in sync with solutions")
+    return 1 if problems else 0

@@ -92,3 +92,27 @@ def publish(paths: list[Path]) -> None:
         if result.returncode:
             raise RuntimeError(f"nbstripout failed on {path}: {result.stderr}")
     labs.build_all()
+
+
+def configure(parser) -> None:
+    """The ``publish`` command: notebooks to re-run and clean."""
+    parser.description = (
+        "Re-run lessons or solutions top to bottom in a fresh kernel, clean them, and rebuild "
+        "the labs from the solutions."
+    )
+    parser.epilog = (
+        "example:\n  python -m course_utils publish notebooks/02_attention.ipynb "
+        "solutions/02_attention.ipynb"
+    )
+    parser.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK")
+    parser.set_defaults(func=lambda args: publish(args.notebooks))
+
+
+def configure_setup_git(parser) -> None:
+    """The ``setup-git`` command (no arguments)."""
+    parser.description = (
+        "Point this clone's git at the per-folder nbstripout filters: lessons and solutions "
+        "keep outputs, labs are stripped on commit."
+    )
+    parser.epilog = "example:\n  python -m course_utils setup-git"
+    parser.set_defaults(func=lambda args: setup_git())

@@ -1,11 +1,11 @@
 """Seed 003's three BookGPT runs (baseline, larger, ctx512) on our corpus, with the seed's losses.
 
-    python benchmarks/bookgpt_seed_runs.py [--steps 4750] [--configs baseline,larger,ctx512]
+    python benchmarks/bookgpt_reference_runs.py [--steps 4750] [--configs baseline,larger,ctx512]
         [--data data/bookgpt] [--out runs/seed003] [--parallel] [--time-limit S]
-        [--record course_utils/recorded/bookgpt_seed_runs.json]
+        [--record course_utils/projects/recorded/bookgpt_reference_runs.json]
 
 Each configuration is trained with ``python -m course_utils bookgpt train --config NAME
---max-steps STEPS`` (a GPU when there is one: bf16 autocast and fused attention), one process per
+--steps STEPS`` (a GPU when there is one: bf16 autocast and fused attention), one process per
 run; ``--parallel`` starts them together (small models leave most of a large GPU idle). A run
 still going after ``--time-limit`` seconds is stopped; its log holds every evaluation up to its
 last checkpoint. The table puts the validation loss at steps 2000 and 4750 beside the seed's (its
@@ -55,7 +55,7 @@ def parse(argv):
 def train_command(name: str, args) -> list[str]:
     return [
         sys.executable, "-m", "course_utils", "bookgpt", "train", "--config", name,
-        "--max-steps", str(args.steps), "--data", str(args.data), "--out", str(args.out / name),
+        "--steps", str(args.steps), "--data", str(args.data), "--out", str(args.out / name),
         "--no-progress", *args.extra,
     ]  # fmt: skip
 
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
             "parallel": args.parallel,
         }
         record = {
-            "command": "python benchmarks/bookgpt_seed_runs.py "
+            "command": "python benchmarks/bookgpt_reference_runs.py "
             + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": machine,
             "steps": args.steps,

@@ -1,0 +1,70 @@
+"""``python -m course_utils COMMAND``: one command-line tree over the modules that own commands.
+
+Each command lives in the module that does the work and registers its own arguments through a
+``configure(parser)`` function; this table only names the module. A command's module is imported
+when that command runs, so ``--help`` and ``doctor`` stay quick and need neither nbgrader nor a
+prepared corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..core.cli import run_command
+
+# command -> (module, its configure function, one line of help)
+COMMANDS = {
+    "bookgpt": ("course_utils.projects.bookgpt", "configure",
+                "BookGPT: prepare a book corpus, train (resumable, DDP), sample"),
+    "sumgpt": ("course_utils.projects.sumgpt", "configure",
+               "SumGPT: train the 3-digit adder or score a checkpoint"),
+    "flops": ("course_utils.core.flops", "configure",
+              "a forward/training FLOP table for a model configuration"),
+    "inspect": ("course_utils.lessons.inspector", "configure",
+                "parameter split, training memory and container audit of a model"),
+    "doctor": ("course_utils.tools.doctor", "configure",
+               "check this environment and say how to fix what is missing"),
+    "grade": ("course_utils.tools.grading", "configure",
+              "autograde a folder of lab hand-ins into a CSV gradebook"),
+    "labs": ("course_utils.tools.labs", "configure",
+             "regenerate labs/ from solutions/, or check they are in sync"),
+    "publish": ("course_utils.tools.publish", "configure",
+                "re-run lessons or solutions, clean them, rebuild the labs"),
+    "setup-git": ("course_utils.tools.publish", "configure_setup_git",
+                  "install the per-folder nbstripout git filters"),
+}  # fmt: skip
+
+EXAMPLES = """examples:
+  python -m course_utils doctor
+  python -m course_utils sumgpt train --steps 1200 --out runs/sumgpt
+  python -m course_utils bookgpt prepare --corpus default --out data/bookgpt
+  python -m course_utils bookgpt train --config cpu --out runs/bookgpt/cpu
+  python -m course_utils COMMAND --help     (every command has its own examples)"""
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The whole tree; only ``selected``'s module is imported to add its arguments."""
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils",
+        description="The course's commands: projects, lesson helpers, instructor and maintainer "
+        "tools.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, function, summary) in COMMANDS.items():
+        child = sub.add_parser(
+            name, help=summary, description=summary,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
+        if name == selected:
+            getattr(importlib.import_module(module), function)(child)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in argv if not a.startswith("-")), None)
+    return run_command(build_parser(selected if selected in COMMANDS else None), argv)

@@ -1,0 +1,76 @@
+"""Install the right torch before the rest of the course: the CPU build on a machine without an
+NVIDIA GPU, the default (CUDA) build where ``nvidia-smi`` finds one or on macOS, and nothing when
+a torch is already installed. It says which one it chose.
+
+Run by ``make setup`` as ``python course_utils/tools/torch_setup.py`` in the course's
+environment, before ``pip install -r requirements.txt``: plain ``pip install torch`` on a Linux
+box without a GPU pulls a multi-GB CUDA build that the box cannot use. Standard library only,
+since nothing else is installed yet.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+REPORT = (
+    "import torch; cuda = torch.version.cuda; "
+    "print(f'torch {torch.__version__}, ' + (f'CUDA {cuda} build' if cuda else 'CPU-only build'))"
+)
+
+
+def torch_requirement(pyproject: Path = PYPROJECT) -> str:
+    """The torch requirement of the course package (``torch>=2.4,<3``), from pyproject.toml."""
+    deps = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    return next(d for d in deps if d.replace(" ", "").startswith(("torch>", "torch<", "torch=")))
+
+
+def installed_torch(python: str = sys.executable) -> str | None:
+    """A one-line description of the torch ``python`` imports, or None when there is none."""
+    result = subprocess.run([python, "-c", REPORT], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def has_nvidia_gpu() -> bool:
+    """Whether ``nvidia-smi`` is on PATH and lists a GPU."""
+    if shutil.which("nvidia-smi") is None:
+        return False
+    result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return result.returncode == 0 and "GPU" in result.stdout
+
+
+def pip_install(requirement: str, *extra: str) -> int:
+    return subprocess.call([sys.executable, "-m", "pip", "install", requirement, *extra])
+
+
+def main() -> int:
+    found = installed_torch()
+    if found:
+        print(f"torch setup: keeping the installed {found}")
+        return 0
+    requirement = torch_requirement()
+    if sys.platform == "darwin" or has_nvidia_gpu():
+        why = "macOS" if sys.platform == "darwin" else "an NVIDIA GPU was found (nvidia-smi)"
+        print(f"torch setup: {why}: installing {requirement} from the default index")
+        status = pip_install(requirement)
+    else:
+        print(f"torch setup: no NVIDIA GPU: installing the CPU-only {requirement} from {CPU_INDEX}")
+        status = pip_install(requirement, "--index-url", CPU_INDEX, "--timeout", "30")
+        if status != 0:
+            print(
+                f"torch setup: {CPU_INDEX} could not be reached; falling back to the default "
+                f"index (on Linux that is the multi-GB CUDA build)"
+            )
+            status = pip_install(requirement)
+    if status == 0:
+        print(f"torch setup: installed {installed_torch()}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The package's shape: layers that import downwards only, one command tree, short functions."""
+
+import argparse
+import ast
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from course_utils.tools import cli
+
+PACKAGE = Path(__file__).resolve().parent.parent / "course_utils"
+# What each layer may import from the package (besides itself).
+ALLOWED = {
+    "core": set(),
+    "engine": {"core"},
+    "lessons": {"core", "engine"},
+    "projects": {"core", "engine"},
+    "tools": {"core", "engine", "lessons", "projects"},
+}
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        yield path, parts
+
+
+def imported_layers(path: Path, parts: tuple[str, ...]) -> set[str]:
+    """The layers (core, engine, ...) a module imports from, relative or absolute."""
+    found = set()
+    package = ["course_utils", *parts[:-1]]
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            names = [target + [alias.name] for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name.split(".") for alias in node.names]
+        for name in names:
+            if name[:1] == ["course_utils"] and len(name) > 1 and name[1] in ALLOWED:
+                found.add(name[1])
+    return found
+
+
+@pytest.mark.parametrize("path, parts", list(modules()), ids=lambda v: getattr(v, "name", ""))
+def test_imports_go_down_the_layers_only(path, parts):
+    if len(parts) == 1:  # __init__ and __main__ re-export from every layer
+        return
+    layer = parts[0]
+    wrong = imported_layers(path, parts) - ALLOWED[layer] - {layer}
+    assert not wrong, f"{path.relative_to(PACKAGE)} ({layer}) imports from {sorted(wrong)}"
+
+
+def test_the_layering_check_catches_an_upward_import(tmp_path):
+    bad = tmp_path / "model.py"
+    bad.write_text("from ..tools import grading\nfrom course_utils.engine.io import atomic_write\n")
+    assert imported_layers(bad, ("core", "model")) == {"tools", "engine"}
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = []
+    for path, _ in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} {lines}")
+    assert not long
+
+
+def command_lines():
+    """Every command and subcommand of the tree, as argv prefixes."""
+    found = []
+
+    def walk(parser, prefix):
+        found.append(prefix)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, [*prefix, name])
+
+    for name in cli.COMMANDS:
+        walk(cli.build_parser(name)._subparsers._group_actions[0].choices[name], [name])
+    return found
+
+
+@pytest.mark.parametrize("argv", command_lines(), ids=" ".join)
+def test_every_command_answers_help_with_an_example(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+        cli.main([*argv, "--help"])
+    assert done.value.code == 0
+    text = out.getvalue()
+    assert "example" in text and f"python -m course_utils {argv[0]}" in text, text
+
+
+def test_the_tree_lists_every_command():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert all(name in out.getvalue() for name in cli.COMMANDS)
+    assert len(command_lines()) >= len(cli.COMMANDS) + 6  # sumgpt, bookgpt and labs have more
