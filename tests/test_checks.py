@@ -78,3 +78,24 @@ def test_fresh_checks_ignore_a_monkeypatched_module(monkeypatch):
     checks.check_value("n", 1, 2)  # the patched one lets anything through
     with pytest.raises(AssertionError, match="expected 2 got 1"):
         fresh_checks().check_value("n", 1, 2)
+
+
+def test_quizzes_come_from_data_files_with_the_right_answers_spread_evenly():
+    from collections import Counter
+
+    from course_utils.lessons.widgets import QUIZ_DIR, Quiz, load_questions
+
+    lessons = sorted(p.stem for p in QUIZ_DIR.glob("*.json"))
+    assert len(lessons) >= 11
+    positions = Counter()
+    for lesson in lessons:
+        first, again = load_questions(lesson), load_questions(lesson)
+        assert first == again  # the shuffle is fixed
+        for q in first:
+            assert len(set(q.options)) == len(q.options) and 0 <= q.answer < len(q.options)
+            positions[q.answer] += 1
+    assert max(positions.values()) - min(positions.values()) <= len(lessons) // 4 + 1
+    quiz = Quiz.for_lesson(lessons[0])
+    assert len(quiz.questions) == len(load_questions(lessons[0]))
+    with pytest.raises(FileNotFoundError, match="no quiz for lesson"):
+        load_questions("99_nothing")

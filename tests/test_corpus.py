@@ -15,6 +15,13 @@ from course_utils import CharTokenizer
 from course_utils.projects import bookgpt
 from course_utils.projects import corpus as C
 from course_utils.projects.corpus import Book, Corpus, CorpusError, CorpusNotPreparedError
+from course_utils.projects.corpus_audit import (
+    _hash,
+    find_duplicates,
+    normalize_paragraph,
+    scan_paragraphs,
+    split_scan,
+)
 
 GUTENBERG = """\ufeffThe Project Gutenberg eBook of I Promessi Sposi\r
 \r
@@ -238,8 +245,10 @@ def test_split_falls_back_to_a_line_and_then_to_the_mark():
         C.split_point("a")
 
 
-def test_every_book_is_split_and_represented_in_val(good_folder):
-    meta, streams = C.build_meta(C.load_folder(good_folder))
+def test_every_book_is_split_and_represented_in_val(good_folder, tmp_path):
+    meta = C.prepare(good_folder, tmp_path / "out")
+    tokenizer = C.load_tokenizer(tmp_path / "out")
+    streams = {s: tokenizer.decode(C.load_split(tmp_path / "out", s)) for s in C.SPLITS}
     books = C.load_folder(good_folder).books
     assert [b["name"] for b in meta["books"]] == ["a_first", "b_second", "c_third"]
     for book, info in zip(books, meta["books"]):
@@ -387,12 +396,12 @@ def test_duplicate_paragraphs_across_books_are_found():
         Book("three", "CAPITOLO I.\n\nTre volte tre, e questa frase non si ripete mai.\n"),
         Book("four", "Solo qui: ripetuta due volte nel libro stesso.\n\n" * 2),
     ]
-    dup = C.find_duplicates(books)
+    dup = find_duplicates(books)
     assert dup["duplicated"] == 1 and dup["occurrences"] == 2
     assert dup["examples"][0]["books"] == ["one", "two"]
     assert dup["examples"][0]["text"].startswith("Quel ramo")
     # "CAPITOLO I." is in two books but short; "four" repeats itself only within one book
-    assert C.find_duplicates(books, min_chars=5)["duplicated"] == 2
+    assert find_duplicates(books, min_chars=5)["duplicated"] == 2
 
 
 def test_audit_in_meta_and_cli(good_folder, tmp_path, capsys):
@@ -450,3 +459,37 @@ def test_prepare_default_corpus(kjv_prepared):
     )
     x, y = C.get_batch(C.load_split(out, "train"), 2, 64, torch.Generator().manual_seed(0))
     assert x.shape == (2, 64) and int(x.max()) < meta["vocab_size"]
+
+
+def test_the_split_scan_equals_scanning_each_part(tmp_path):
+    """Train and val hashes come from the whole book's scan; a paragraph the cut falls in is
+    rescanned as two pieces. Every way of cutting gives what scanning the parts would."""
+    text = "".join(f"Paragraph {i}, long enough to be compared in the audit.\n\n" for i in range(6))
+    whole = scan_paragraphs(text, "\n\n", 20)
+    for cut in range(1, len(text)):
+        train, val = split_scan(whole, text, "\n\n", cut, 20)
+        assert train.tolist() == scan_paragraphs(text[:cut], "\n\n", 20).hashes.tolist(), cut
+        assert val.tolist() == scan_paragraphs(text[cut:], "\n\n", 20).hashes.tolist(), cut
+
+
+def test_a_large_folder_is_prepared_in_worker_processes_like_in_one(good_folder, tmp_path):
+    one = C.prepare(good_folder, tmp_path / "one", jobs=1)
+    two = C.prepare(good_folder, tmp_path / "two", jobs=2)
+    assert one == two
+    for split in C.SPLITS:
+        assert (tmp_path / "one" / f"{split}.bin").read_bytes() == (
+            tmp_path / "two" / f"{split}.bin"
+        ).read_bytes()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # caches removed
+
+
+def test_the_vectorized_scan_keys_paragraphs_as_normalize_paragraph_does():
+    text = (
+        "Ünïcode — ﬁne_words, 12½ «quotes»!\nstraße ΣΑΣ\u00a0nbsp\ttab\n\nsecond… para: "
+        "snake_case ① ②\n\n   \n\nthird\u2028line sep"
+    )
+    scan = scan_paragraphs(text, "\n\n", 1)
+    keys = [normalize_paragraph(p) for p in text.split("\n\n")]
+    assert keys[0] == "ünïcode fine_words 121 2 quotes strasse σασ nbsp tab"
+    assert scan.hashes.tolist() == [_hash(k) for k in keys if k]
+    assert scan.index.tolist() == [0, 1, 3]

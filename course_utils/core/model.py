@@ -204,8 +204,9 @@ class GPT(nn.Module):
             nn.init.normal_(block.attn.proj.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.mlp.down.weight, mean=0.0, std=residual_std)
 
-    def check_input(self, idx: torch.Tensor) -> None:
-        """Raise a ValueError that names the problem when ``idx`` cannot be fed to the model."""
+    def check_shape(self, idx: torch.Tensor) -> None:
+        """Raise a ValueError that names the problem when ``idx`` is not a (B, T) tensor of
+        integer ids with 1 <= T <= block_size. Reads only metadata: free on any device."""
         cfg = self.config
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
@@ -217,22 +218,31 @@ class GPT(nn.Module):
                 f"sequence length T={T} is out of range: T must lie in [1, block_size] = "
                 f"[1, {cfg.block_size}]"
             )
+
+    def check_input(self, idx: torch.Tensor) -> None:
+        """:meth:`check_shape`, then every id in [0, vocab_size). The id check reads values
+        back, which on a GPU waits for the device: the training loop runs it on the CPU batch
+        before the transfer, and ``forward`` only on CPU tensors."""
+        self.check_shape(idx)
         low, high = int(idx.min()), int(idx.max())
-        if low < 0 or high >= cfg.vocab_size:
+        if low < 0 or high >= self.config.vocab_size:
             bad = low if low < 0 else high
             raise ValueError(
                 f"token id {bad} is out of range: idx values must lie in "
-                f"[0, vocab_size - 1] = [0, {cfg.vocab_size - 1}]"
+                f"[0, vocab_size - 1] = [0, {self.config.vocab_size - 1}]"
             )
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Map token ids (B, T) to next-token logits (B, T, vocab_size)."""
-        self.check_input(idx)
-        pos = torch.arange(idx.size(1), device=idx.device)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
+        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+            self.check_input(idx)  # cheap on the CPU; compiled graphs keep the shape check only
+        else:
+            self.check_shape(idx)
+        pos = torch.arange(idx.size(1), device=idx.device)  # (T,)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))  # (B, T, C)
         for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
+            x = block(x)  # (B, T, C)
+        return self.head(self.ln_f(x))  # (B, T, vocab_size)
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:

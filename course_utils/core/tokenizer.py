@@ -34,20 +34,22 @@ class CharTokenizer:
             )
         self.itos = chars
         self.stoi = {ch: i for i, ch in enumerate(chars)}
-        self._codes = np.array([ord(ch) for ch in chars], dtype=np.uint32)
+        codes = np.array([ord(ch) for ch in chars], dtype=np.int64)
+        self._lookup = np.full(int(codes.max()) + 2, -1, dtype=np.int64)  # code point -> id
+        self._lookup[codes] = np.arange(len(chars))
 
     @property
     def vocab_size(self) -> int:
         return len(self.itos)
 
     def encode_array(self, text: str, dtype=np.int64) -> np.ndarray:
-        """Ids of ``text`` as a numpy array, vectorized: the text's code points are looked up
-        in the sorted code points of the vocabulary (fast enough for a whole book)."""
+        """Ids of ``text`` as a numpy array, vectorized: each code point is looked up in a table
+        indexed by code point (fast enough for a whole book; -1 marks an unknown one)."""
         points = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
-        ids = np.minimum(np.searchsorted(self._codes, points), len(self._codes) - 1)
-        bad = self._codes[ids] != points
+        ids = self._lookup[np.minimum(points, len(self._lookup) - 1)]
+        bad = ids < 0
         if bad.any():
-            raise UnknownCharacterError(sorted({chr(p) for p in points[bad]}))
+            raise UnknownCharacterError(sorted({chr(p) for p in points[bad].tolist()}))
         return ids.astype(dtype)
 
     def encode(self, text: str) -> list[int]:

@@ -59,6 +59,7 @@ class TrainConfig:
     seed: int = 0  # seeds torch (dropout); the data's seed belongs to batch_at
     time_budget: float | None = None  # seconds: train until spent, the cosine following the time
     compile: bool = False  # torch.compile the model for the training steps
+    fused: bool | None = None  # AdamW's fused kernel (None: torch's default, the for-each one)
     progress: bool = True  # a tqdm bar (a widget in notebooks, text in a terminal)
     desc: str = "train"
 
@@ -101,7 +102,7 @@ def lr_at_progress(step: int, progress: float, config: TrainConfig) -> float:
 
 
 def configure_optimizer(
-    model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99)
+    model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99), fused: bool | None = None
 ) -> torch.optim.AdamW:
     """AdamW with weight decay on the matrices (linear and embedding weights) only.
 
@@ -114,7 +115,7 @@ def configure_optimizer(
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
 
 
 def autocast_for(device: torch.device, precision: str):
@@ -196,7 +197,9 @@ class Trainer:
         self.net = net if net is not None else model  # what runs forward: DDP or compiled
         if config.compile and net is None:
             self.net = torch.compile(model)
-        self.optimizer = configure_optimizer(model, config.lr, config.weight_decay, config.betas)
+        self.optimizer = configure_optimizer(
+            model, config.lr, config.weight_decay, config.betas, fused=config.fused
+        )
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -231,6 +234,7 @@ class _Loop:
         self.config, self.device = trainer.config, trainer.device
         self.dist, self.evaluate, self.out_dir, self.meta = dist, evaluate, out_dir, meta
         self.pending: list[torch.Tensor] = []
+        self.check = getattr(trainer.model, "check_input", None)
         self.clock = time.perf_counter()
 
     def lr(self, step: int) -> float:
@@ -246,6 +250,8 @@ class _Loop:
         self.trainer.set_lr(lr)
         self.history.lrs.append(lr)
         x, y = self.batch_at(step)
+        if self.check is not None:
+            self.check(x)  # on the CPU batch, before the transfer: no wait for a GPU
         if self.dist.enabled:
             x, y = shard(x, self.dist), shard(y, self.dist)
         x = x.to(self.device, non_blocking=True)

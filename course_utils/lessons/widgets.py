@@ -8,7 +8,11 @@ first render is an ordinary display, so a headless run records the same output a
 from __future__ import annotations
 
 import io
+import json
+import random
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import ipywidgets as widgets
 from IPython.display import HTML, Image, display
@@ -54,8 +58,43 @@ class Question:
     explanation: str
 
 
+QUIZ_DIR = Path(__file__).parent / "quizzes"
+
+
+def load_questions(lesson: str) -> list[Question]:
+    """The quiz of ``lesson`` (e.g. ``"02_attention"``) from ``quizzes/<lesson>.json``.
+
+    The file lists each question's right answer first (``"right"``, then ``"wrong"``); the
+    options are shuffled with a seed taken from the lesson's name, with the right answers spread
+    evenly over the positions, so the notebook's source gives nothing away and no position is
+    the usual answer.
+    """
+    path = QUIZ_DIR / f"{lesson}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in QUIZ_DIR.glob("*.json"))
+        raise FileNotFoundError(f"no quiz for lesson {lesson!r} in {QUIZ_DIR}; known: {known}")
+    items = json.loads(path.read_text(encoding="utf-8"))["questions"]
+    rng = random.Random(zlib.crc32(lesson.encode()))
+    number = int(lesson[:2]) if lesson[:2].isdigit() else rng.randrange(4)
+    slots = [(number + i) % 4 for i in range(len(items))]  # each position as often, course-wide
+    rng.shuffle(slots)
+    questions = []
+    for item, slot in zip(items, slots):
+        wrong = list(item["wrong"])
+        rng.shuffle(wrong)
+        at = slot % (len(wrong) + 1)
+        options = [*wrong[:at], item["right"], *wrong[at:]]
+        questions.append(Question(item["prompt"], options, at, item["explanation"]))
+    return questions
+
+
 class Quiz:
     """Multiple-choice questions; choosing an option shows whether it is right and why."""
+
+    @classmethod
+    def for_lesson(cls, lesson: str) -> Quiz:
+        """The lesson's quiz, loaded from its data file (:func:`load_questions`)."""
+        return cls(load_questions(lesson))
 
     def __init__(self, questions: list[Question]) -> None:
         self.questions = questions

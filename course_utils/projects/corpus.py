@@ -29,9 +29,10 @@ and ``sample``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
+import os
 import re
+import tempfile
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -44,6 +45,17 @@ import torch
 from ..core.cli import add_subcommand
 from ..core.tokenizer import CharTokenizer
 from ..engine.io import atomic_folder, write_synced
+from .corpus_audit import (
+    DUPLICATE_MIN_CHARS,
+    RARE_MAX_COUNT,
+    DuplicateTally,
+    ParagraphScan,
+    format_audit,
+    leaked,
+    rare_characters,
+    scan_paragraphs,
+    split_scan,
+)
 
 DEFAULT_OUT_DIR = Path("data/bookgpt")  # relative to the working directory; data/ is git-ignored
 VAL_FRACTION = 0.1  # the seed's split: the last 10% of every book is validation
@@ -51,8 +63,6 @@ PREPARE_COMMAND = "python -m course_utils bookgpt prepare --corpus default --out
 FORMAT_VERSION = 1
 SPLITS = ("train", "val")
 BOOK_GAP = "\n\n"  # every part ends with a blank line in the streams: one book never runs on
-DUPLICATE_MIN_CHARS = 40  # shorter paragraphs ("CHAPTER I.", "THE END") repeat legitimately
-RARE_MAX_COUNT = 10  # a character seen at most this often in the whole corpus is "rare"
 
 
 class CorpusError(ValueError):
@@ -108,14 +118,35 @@ def strip_gutenberg(text: str) -> str:
     drown in it. Without a START marker an old ``*END*THE SMALL PRINT!`` line ends the header;
     a closing "End of the Project Gutenberg EBook of ..." paragraph goes too. A text with none
     of these comes back unchanged. Expects ``\\n`` line endings (:func:`normalize_newlines`)."""
-    start = _GUTENBERG_START.search(text) or _OLD_SMALL_PRINT_END.search(text)
+    start = _marker(_GUTENBERG_START, text, 0) or _small_print_end(text)
     begin = start.end() if start else 0
-    end = _GUTENBERG_END.search(text, begin)
+    end = _marker(_GUTENBERG_END, text, begin)
     body = text[begin : end.start() if end else len(text)]
-    closing = list(_END_OF_LINE.finditer(body))
-    if closing and not body[closing[-1].start() :].strip("\n").count("\n\n"):
-        body = body[: closing[-1].start()]  # only when it is the last paragraph
+    blank = body.rstrip("\n").rfind("\n\n")  # only the last paragraph can be the closing one
+    closing = list(_END_OF_LINE.finditer(body, blank + 2 if blank != -1 else 0))
+    if closing:
+        body = body[: closing[-1].start()]
     return body
+
+
+def _small_print_end(text: str) -> re.Match | None:
+    """The old ``*END*THE SMALL PRINT!`` line, looked for only if the words are there."""
+    if "small print!" not in text.lower():
+        return None
+    return _OLD_SMALL_PRINT_END.search(text)
+
+
+def _marker(pattern: re.Pattern, text: str, start: int) -> re.Match | None:
+    """The first line at or after ``start`` that ``pattern`` (a ``^ *** ...`` line) matches.
+    Only lines holding ``***`` are tried, so a book is scanned by ``str.find``, not the regex."""
+    pos = text.find("***", start)
+    while pos != -1:
+        line = text.rfind("\n", 0, pos) + 1
+        match = pattern.match(text, max(line, start))
+        if match:
+            return match
+        pos = text.find("***", pos + 3)
+    return None
 
 
 def normalize_text(text: str) -> str:
@@ -125,7 +156,9 @@ def normalize_text(text: str) -> str:
     newline. Empty text stays empty."""
     text = unicodedata.normalize("NFC", normalize_newlines(text))
     text = "\n".join(line.rstrip() for line in text.split("\n"))
-    text = re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+    if "\n\n\n" in text:  # most books have none: skip the regex pass
+        text = re.sub(r"\n{3,}", "\n\n", text)
+    text = text.strip("\n")
     return text + "\n" if text else ""
 
 
@@ -164,10 +197,9 @@ def read_book_file(path: str | Path) -> Book:
     return Book(name=path.stem, text=text)
 
 
-def load_folder(folder: str | Path) -> Corpus:
-    """Every ``*.txt`` file directly in ``folder`` (sorted by name; hidden files and other
-    extensions are ignored) as one book each. Raises :class:`CorpusError` for a missing folder,
-    a folder without ``.txt`` files, and any file :func:`read_book_file` rejects."""
+def folder_files(folder: str | Path) -> list[Path]:
+    """Every ``*.txt`` file directly in ``folder``, sorted by name (hidden files and other
+    extensions are ignored); :class:`CorpusError` for a missing folder or one without any."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CorpusError(
@@ -175,13 +207,20 @@ def load_folder(folder: str | Path) -> Corpus:
             f".txt books (one book per file) or --corpus default"
         )
     files = sorted(p for p in folder.iterdir() if p.suffix == ".txt" and not p.name.startswith("."))
+    files = [p for p in files if p.is_file()]
     if not files:
         raise CorpusError(
             f"corpus folder {folder} holds no .txt files; put one book per UTF-8 .txt file in "
             f"it, or use --corpus default for the King James Bible"
         )
-    books = tuple(read_book_file(p) for p in files if p.is_file())
-    return Corpus(source=f"folder {folder.resolve()}", books=books, kind="folder")
+    return files
+
+
+def load_folder(folder: str | Path) -> Corpus:
+    """Every book of :func:`folder_files` read into memory (:func:`read_book_file`).
+    :func:`prepare` reads a folder one book at a time instead."""
+    books = tuple(read_book_file(p) for p in folder_files(folder))
+    return Corpus(source=f"folder {Path(folder).resolve()}", books=books, kind="folder")
 
 
 def kjv_verses(bible) -> dict[int, dict[int, list[str]]]:
@@ -319,139 +358,6 @@ def ids_dtype(vocab_size: int) -> np.dtype:
     raise CorpusError(f"a vocabulary of {vocab_size} characters does not fit uint16")
 
 
-# ---- audit ----------------------------------------------------------------------------------
-
-
-def paragraphs(book: Book) -> list[str]:
-    """The book's units for the duplicate audit, split at its ``paragraph_break``."""
-    return [p for p in book.text.split(book.paragraph_break) if p.strip()]
-
-
-def normalize_paragraph(paragraph: str) -> str:
-    """The comparison key of a paragraph: NFKC, case-folded, words only, single spaces. The
-    same passage hard-wrapped differently, or with other quotes or punctuation, gets the same
-    key."""
-    return " ".join(re.findall(r"\w+", unicodedata.normalize("NFKC", paragraph).casefold()))
-
-
-def _digest(key: str) -> bytes:
-    return hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
-
-
-def find_duplicates(
-    books: Sequence[Book], min_chars: int = DUPLICATE_MIN_CHARS, examples: int = 5
-) -> dict:
-    """Paragraphs that occur in more than one book, compared by a hash of
-    :func:`normalize_paragraph` (keys shorter than ``min_chars`` are skipped). Returns
-    ``{"compared", "duplicated", "occurrences", "chars", "examples"}``: paragraphs compared,
-    distinct duplicated paragraphs, their occurrences in all books, the characters of those
-    occurrences, and up to ``examples`` examples (most books first) as ``{"text", "books",
-    "count"}``. Duplicates across books are what seed 003's first corpus was full of; they
-    teach the model to copy and, when one copy is in train and one in val, they leak."""
-    seen: dict[bytes, dict] = {}
-    compared = 0
-    for book in books:
-        for para in paragraphs(book):
-            key = normalize_paragraph(para)
-            if len(key) < min_chars:
-                continue
-            compared += 1
-            entry = seen.setdefault(
-                _digest(key), {"text": " ".join(para.split()), "books": [], "count": 0}
-            )
-            entry["count"] += 1
-            entry["chars"] = entry.get("chars", 0) + len(para)
-            if book.name not in entry["books"]:
-                entry["books"].append(book.name)
-    dups = [e for e in seen.values() if len(e["books"]) > 1]  # dict order = first occurrence
-    ranked = sorted(dups, key=lambda e: (-len(e["books"]), -e["count"]))
-    return {
-        "compared": compared,
-        "duplicated": len(dups),
-        "occurrences": sum(e["count"] for e in dups),
-        "chars": sum(e["chars"] for e in dups),
-        "examples": [
-            {"text": _shorten(e["text"], 100), "books": e["books"], "count": e["count"]}
-            for e in ranked[:examples]
-        ],
-    }
-
-
-def val_in_train(books: Sequence[Book], cuts: Sequence[int], min_chars=DUPLICATE_MIN_CHARS):
-    """How many val paragraphs (at least ``min_chars`` after normalization) also occur, after
-    normalization, in some book's train part: text the model may have memorized, so those
-    val windows measure recall rather than generalization."""
-    train_keys = set()
-    for book, cut in zip(books, cuts):
-        part = Book(book.name, book.text[:cut], book.paragraph_break)
-        train_keys.update(_digest(normalize_paragraph(p)) for p in paragraphs(part))
-    count = total = 0
-    for book, cut in zip(books, cuts):
-        for para in paragraphs(Book(book.name, book.text[cut:], book.paragraph_break)):
-            key = normalize_paragraph(para)
-            if len(key) >= min_chars:
-                total += 1
-                count += _digest(key) in train_keys
-    return {"val_paragraphs": total, "also_in_train": count}
-
-
-def rare_characters(counts: Counter, max_count: int = RARE_MAX_COUNT) -> list[dict]:
-    """Characters seen at most ``max_count`` times, rarest first, each with its count and
-    Unicode name: typically stray symbols, OCR noise or a foreign word. Each still costs a
-    vocabulary row and the model sees too few examples to learn it."""
-    rare = sorted((n, ch) for ch, n in counts.items() if n <= max_count)
-    return [
-        {"char": ch, "count": n, "name": unicodedata.name(ch, f"U+{ord(ch):04X}")} for n, ch in rare
-    ]
-
-
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def format_audit(meta: dict, max_books: int | None = None) -> str:
-    """The audit of a prepared corpus (its ``meta.json`` as a dict) as plain text: totals,
-    per-book train/val counts, duplicated paragraphs across books, rare characters."""
-    audit = meta["audit"]
-    lines = [
-        f"source: {meta['source']}",
-        f"books: {len(meta['books'])}   characters: {audit['characters']:,}   vocabulary: "
-        f"{meta['vocab_size']} characters ({meta['dtype']})",
-        f"train: {meta['train_tokens']:,} tokens   val: {meta['val_tokens']:,} tokens   "
-        f"(val {meta['val_tokens'] / (meta['train_tokens'] + meta['val_tokens']):.1%}, "
-        f"a blank line between books)",
-        "",
-        f"{'book':<28}{'characters':>12}{'train':>12}{'val':>10}{'val %':>8}",
-    ]
-    books = meta["books"] if max_books is None else meta["books"][:max_books]
-    for b in books:
-        lines.append(
-            f"{_shorten(b['name'], 27):<28}{b['chars']:>12,}{b['train_chars']:>12,}"
-            f"{b['val_chars']:>10,}{b['val_chars'] / b['chars']:>8.1%}"
-        )
-    if len(books) < len(meta["books"]):
-        lines.append(f"... and {len(meta['books']) - len(books)} more books")
-    dup = audit["duplicates"]
-    lines += [
-        "",
-        f"duplicated paragraphs across books: {dup['duplicated']:,} distinct, "
-        f"{dup['occurrences']:,} occurrences, {dup['chars']:,} characters "
-        f"(of {dup['compared']:,} paragraphs of >= {audit['duplicate_min_chars']} characters)",
-    ]
-    for e in dup["examples"]:
-        where = ", ".join(e["books"][:4]) + (" ..." if len(e["books"]) > 4 else "")
-        lines.append(f"  x{e['count']} in {where}: {e['text']!r}")
-    leak = audit["val_in_train"]
-    lines.append(
-        f"val paragraphs also in train: {leak['also_in_train']:,} of {leak['val_paragraphs']:,}"
-    )
-    rare = audit["rare_characters"]
-    lines.append(f"rare characters (<= {audit['rare_max_count']} times): {len(rare)}")
-    for r in rare:
-        lines.append(f"  {r['char']!r} x{r['count']}  {r['name']}")
-    return "\n".join(lines)
-
-
 # ---- writing atomically ---------------------------------------------------------------------
 
 
@@ -483,43 +389,117 @@ def _write_json(path: Path, obj: dict) -> None:
 # ---- prepare --------------------------------------------------------------------------------
 
 
-def build_meta(corpus: Corpus, val_fraction: float = VAL_FRACTION) -> tuple[dict, dict]:
-    """Split, concatenate, build the vocabulary and audit, in memory. Returns ``(meta,
-    streams)`` with ``streams = {"train": text, "val": text}``; ``meta`` is what ``meta.json``
-    holds."""
-    if not corpus.books:
-        raise CorpusError(f"the corpus ({corpus.source}) holds no books")
-    names = [b.name for b in corpus.books]
-    if len(set(names)) != len(names):
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        raise CorpusError(f"book names must be unique, repeated: {dupes}")
-    cuts = [split_point(b.text, val_fraction) for b in corpus.books]
-    train, train_spans = join_parts([b.text[:c] for b, c in zip(corpus.books, cuts)])
-    val, val_spans = join_parts([b.text[c:] for b, c in zip(corpus.books, cuts)])
-    itos = build_vocab(train, val)
+@dataclass
+class BookScan:
+    """What the first pass learns about one book (its text waits in ``cache``)."""
+
+    name: str
+    paragraph_break: str
+    chars: int
+    cut: int  # text[:cut] is train, text[cut:] val
+    pads: tuple[int, int]  # newlines after the train and the val part (BOOK_GAP)
+    cache: Path
+    counts: dict[str, int]
+    paragraphs: ParagraphScan
+    train_hashes: np.ndarray
+    val_hashes: np.ndarray
+
+
+def _pad(part: str) -> int:
+    """Newlines to append so that ``part`` ends in a blank line (:data:`BOOK_GAP`)."""
+    return max(0, len(BOOK_GAP) - (len(part) - len(part.rstrip("\n"))))
+
+
+def scan_book(source: Book | Path, cache: Path, val_fraction: float) -> BookScan:
+    """Pass 1 for one book (a :class:`Book` or a ``.txt`` path): read and normalize it, choose
+    the cut, count its characters, hash its paragraphs; the text goes to ``cache``."""
+    book = source if isinstance(source, Book) else read_book_file(source)
+    text, brk = book.text, book.paragraph_break
+    cut = split_point(text, val_fraction)
+    cache.write_text(text, encoding="utf-8")
+    codes, counts = np.unique(np.frombuffer(text.encode("utf-32-le"), "<u4"), return_counts=True)
+    scan = scan_paragraphs(text, brk, DUPLICATE_MIN_CHARS)
+    train_hashes, val_hashes = split_scan(scan, text, brk, cut, DUPLICATE_MIN_CHARS)
+    return BookScan(
+        book.name, brk, len(text), cut, (_pad(text[:cut]), _pad(text[cut:])), cache,
+        dict(zip(map(chr, codes.tolist()), counts.tolist())), scan, train_hashes, val_hashes,
+    )  # fmt: skip
+
+
+def book_sources(spec: str | Path | Corpus) -> tuple[str, str, list]:
+    """``(source, kind, items)``: what to prepare, each item a :class:`Book` or a ``.txt``
+    path read only when its turn comes. Folders are checked here, before any work."""
+    if isinstance(spec, Corpus):
+        return spec.source, spec.kind, list(spec.books)
+    if str(spec) == "default":
+        kjv = load_kjv()
+        return kjv.source, kjv.kind, list(kjv.books)
+    return f"folder {Path(spec).resolve()}", "folder", folder_files(spec)
+
+
+class _Workers:
+    """``map`` in this process, or over ``jobs`` worker processes shared by both passes."""
+
+    def __init__(self, jobs: int) -> None:
+        self.pool = None
+        if jobs > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # fork: the workers need no fresh interpreter (numpy and this module only)
+            context = multiprocessing.get_context("fork")
+            self.pool = ProcessPoolExecutor(jobs, mp_context=context)
+
+    def map(self, function, *iterables):
+        if self.pool is None:
+            return map(function, *iterables)
+        return self.pool.map(function, *iterables, chunksize=1)
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def default_jobs(items: list) -> int:
+    """One process for a small corpus; for 64 MB of files or more, one per core (up to 4)."""
+    size = sum(p.stat().st_size for p in items if isinstance(p, Path))
+    return 1 if size < 64 * 2**20 else max(1, min(4, os.cpu_count() or 1))
+
+
+def describe(source: str, kind: str, scans, val_fraction: float) -> tuple[dict, list]:
+    """``meta.json`` (vocabulary, per-book sizes and spans, the split rule, the audit) from the
+    first pass's scans, consumed as they arrive; returns ``(meta, scans)``."""
     counts: Counter = Counter()
-    for b in corpus.books:
-        counts.update(b.text)
-    books = [
-        {
-            "name": b.name,
-            "chars": len(b.text),
-            "train_chars": c,
-            "val_chars": len(b.text) - c,
-            "train_span": list(ts),
-            "val_span": list(vs),
-        }
-        for b, c, ts, vs in zip(corpus.books, cuts, train_spans, val_spans)
-    ]
-    meta = {
-        "format": FORMAT_VERSION,
-        "source": corpus.source,
-        "source_kind": corpus.kind,
-        "dtype": ids_dtype(len(itos)).name,
-        "vocab_size": len(itos),
-        "itos": itos,
-        "train_tokens": len(train),
-        "val_tokens": len(val),
+    tally = DuplicateTally()
+    kept = []
+    for scan in scans:
+        counts.update(scan.counts)
+        tally.add(scan.name, scan.paragraphs)
+        scan.paragraphs = None  # done with it: keep the first pass's memory small
+        kept.append(scan)
+    scans = kept
+    itos = sorted(counts)
+    books, pos = [], {"train": 0, "val": 0}
+    for scan in scans:
+        entry = {"name": scan.name, "chars": scan.chars, "train_chars": scan.cut,
+                 "val_chars": scan.chars - scan.cut}  # fmt: skip
+        for split, size, pad in (("train", scan.cut, scan.pads[0]),
+                                 ("val", scan.chars - scan.cut, scan.pads[1])):  # fmt: skip
+            entry[f"{split}_span"] = [pos[split], pos[split] + size]
+            pos[split] += size + pad
+        books.append(entry)
+
+    def paragraph_text(book: int, index: int) -> str:
+        text = scans[book].cache.read_text(encoding="utf-8")
+        return text.split(scans[book].paragraph_break)[index]
+
+    return {
+        "format": FORMAT_VERSION, "source": source, "source_kind": kind,
+        "dtype": ids_dtype(len(itos)).name, "vocab_size": len(itos), "itos": itos,
+        "train_tokens": pos["train"], "val_tokens": pos["val"],
         "split": {
             "val_fraction": val_fraction,
             "rule": "per book: train = its first ~90% of characters, val = the rest, cut at the "
@@ -528,37 +508,77 @@ def build_meta(corpus: Corpus, val_fraction: float = VAL_FRACTION) -> tuple[dict
         },
         "books": books,
         "audit": {
-            "characters": sum(len(b.text) for b in corpus.books),
+            "characters": sum(s.chars for s in scans),
             "duplicate_min_chars": DUPLICATE_MIN_CHARS,
-            "duplicates": find_duplicates(corpus.books),
-            "val_in_train": val_in_train(corpus.books, cuts),
+            "duplicates": tally.result(paragraph_text),
+            "val_in_train": leaked([s.val_hashes for s in scans], [s.train_hashes for s in scans]),
             "rare_max_count": RARE_MAX_COUNT,
             "rare_characters": rare_characters(counts),
         },
-    }
-    return meta, {"train": train, "val": val}
+    }, scans  # fmt: skip
+
+
+def encode_book(scan: BookScan, itos: list[str], dtype: str) -> tuple[bytes, bytes]:
+    """Pass 2 for one book: the ids of its train and val parts, each followed by its padding
+    newlines, as bytes of ``dtype``."""
+    tokenizer = CharTokenizer(itos)
+    ids = tokenizer.encode_array(scan.cache.read_text(encoding="utf-8"), dtype)
+    newline = tokenizer.stoi.get("\n", 0)
+    parts = (ids[: scan.cut], ids[scan.cut :])
+    return tuple(
+        part.tobytes() + np.full(pad, newline, dtype=dtype).tobytes()
+        for part, pad in zip(parts, scan.pads)
+    )
+
+
+def write_splits(folder: Path, scans: list[BookScan], meta: dict, workers: _Workers) -> None:
+    """Pass 2: append every book's encoded train and val parts to ``train.bin`` and
+    ``val.bin`` in order (fsynced), then write ``meta.json``."""
+    n = len(scans)
+    encoded = workers.map(encode_book, scans, [meta["itos"]] * n, [meta["dtype"]] * n)
+    with open(folder / "train.bin", "wb") as train, open(folder / "val.bin", "wb") as val:
+        for train_bytes, val_bytes in encoded:
+            train.write(train_bytes)
+            val.write(val_bytes)
+        for f in (train, val):
+            f.flush()
+            os.fsync(f.fileno())
+    _write_json(folder / "meta.json", meta)
 
 
 def prepare(
-    corpus: str | Path | Corpus, out_dir: str | Path = DEFAULT_OUT_DIR, val_fraction=VAL_FRACTION
+    corpus: str | Path | Corpus,
+    out_dir: str | Path = DEFAULT_OUT_DIR,
+    val_fraction: float = VAL_FRACTION,
+    jobs: int | None = None,
 ) -> dict:
     """Prepare a corpus (``"default"``, a folder, or a :class:`Corpus`) into ``out_dir``:
     ``train.bin`` and ``val.bin`` (token ids, ``meta["dtype"]``) and ``meta.json`` (vocabulary
-    ``itos``, per-book sizes and split spans, source, dtype, audit), written atomically
-    (:func:`write_atomically`). Returns the meta dict; :func:`format_audit` prints its audit."""
+    ``itos``, per-book sizes and split spans, source, dtype, audit), written atomically.
+
+    Two passes, one book in memory at a time: the first reads, normalizes, splits and audits
+    each book (in ``jobs`` processes; default: :func:`default_jobs`) and caches its text; the
+    second encodes the cached books with the vocabulary the first found. Returns the meta
+    dict; :func:`~course_utils.projects.corpus_audit.format_audit` prints its audit."""
     out_dir = Path(out_dir)
     _check_out_dir(out_dir)  # fail before the work, not after it
-    corpus = load_corpus(corpus)
-    meta, streams = build_meta(corpus, val_fraction)
-    tokenizer = CharTokenizer(meta["itos"])
-    arrays = {s: tokenizer.encode_array(streams[s], meta["dtype"]) for s in SPLITS}
-
-    def write(tmp: Path) -> None:
-        for split in SPLITS:
-            write_synced(tmp / f"{split}.bin", arrays[split].tobytes())
-        _write_json(tmp / "meta.json", meta)
-
-    write_atomically(out_dir, write)
+    source, kind, items = book_sources(corpus)
+    if not items:
+        raise CorpusError(f"the corpus ({source}) holds no books")
+    names = [b.name if isinstance(b, Book) else b.stem for b in items]
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise CorpusError(f"book names must be unique, repeated: {dupes}")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    jobs = default_jobs(items) if jobs is None else jobs
+    with (
+        tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.cache-", dir=out_dir.parent) as tmp,
+        _Workers(jobs) as workers,
+    ):
+        caches = [Path(tmp) / f"{i:06d}.txt" for i in range(len(items))]
+        scans = workers.map(scan_book, items, caches, [val_fraction] * len(items))
+        meta, scans = describe(source, kind, scans, val_fraction)
+        write_atomically(out_dir, lambda folder: write_splits(folder, scans, meta, workers))
     return meta
 
 
@@ -672,13 +692,17 @@ def add_prepare_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--books", type=int, default=None, help="show only the first N books in the audit table"
     )
+    parser.add_argument(
+        "--jobs", type=int, default=None,
+        help="processes for the first pass (default: 1, or one per core from 64 MB of books)",
+    )  # fmt: skip
     parser.set_defaults(func=run_prepare)
     return parser
 
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Run ``bookgpt prepare``: prepare, then print the audit."""
-    meta = prepare(args.corpus, args.out, args.val_fraction)
+    meta = prepare(args.corpus, args.out, args.val_fraction, jobs=args.jobs)
     print(format_audit(meta, max_books=args.books))
     print(f"\nwrote {args.out}/train.bin, val.bin, meta.json")
     return 0

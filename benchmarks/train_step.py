@@ -1,0 +1,129 @@
+"""Milliseconds per training step of the engine's variants, measured side by side in one run.
+
+    python benchmarks/train_step.py [--config cpu] [--rounds 7] [--steps 20] [--threads N]
+        [--variants eager,fused,compile,compile-fused,bf16,hf,hf-fused] [--strict]
+
+Every variant is a fresh BookGPT model (the ``cpu`` configuration by default: d 64, 4 heads, 3
+blocks, context 64, batch 32) trained by the engine's :class:`Trainer` on the same batches. After
+a warm-up (for compiled variants: the compile, whose time is reported), the variants take turns:
+round r runs ``--steps`` updates of each variant in a row, so a busy machine slows them all
+alike; the table shows the median over rounds and the range. Variants:
+
+* ``eager``: the model as written, ``torch.optim.AdamW`` for-each (torch's default);
+* ``fused``: the same with ``AdamW(fused=True)``;
+* ``compile`` / ``compile-fused``: ``torch.compile`` of the model (``fullgraph=True``: a graph
+  break fails the variant), for-each / fused AdamW;
+* ``bf16`` / ``compile-bf16``: bf16 autocast, eager / compiled (fused AdamW);
+* ``hf`` / ``hf-fused``: Hugging Face's ``GPT2LMHeadModel`` at the same shape with the same
+  weights (``benchmarks/bookgpt_train.py``), for-each / fused AdamW.
+
+Batches are random token windows drawn on the CPU (the speed does not depend on the text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bookgpt_train import HFGPT2  # noqa: E402  (a sibling benchmark script)
+
+from course_utils import GPT, build_model  # noqa: E402
+from course_utils.engine.training import Trainer  # noqa: E402
+from course_utils.projects.bookgpt import get_config  # noqa: E402
+
+VARIANTS = {  # name: (implementation, compile, fused AdamW, precision)
+    "eager": ("ours", False, None, "fp32"),
+    "fused": ("ours", False, True, "fp32"),
+    "compile": ("ours", True, None, "fp32"),
+    "compile-fused": ("ours", True, True, "fp32"),
+    "bf16": ("ours", False, True, "bf16"),
+    "compile-bf16": ("ours", True, True, "bf16"),
+    "hf": ("hf", False, None, "fp32"),
+    "hf-fused": ("hf", False, True, "fp32"),
+}
+VOCAB = 77  # the KJV corpus's vocabulary size
+
+
+def trainer_for(name: str, cfg, device) -> Trainer:
+    impl, compiled, fused, precision = VARIANTS[name]
+    gpt_config = cfg.gpt_config(VOCAB)
+    model = build_model(GPT, gpt_config, seed=0, device="cpu")
+    if impl == "hf":
+        model = HFGPT2(gpt_config).load_from(model)
+    model.to(device)
+    tc = replace(cfg.train_config(precision, progress=False), fused=fused)
+    net = torch.compile(model, fullgraph=True) if compiled else None
+    return Trainer(model, tc, device=device, net=net)
+
+
+def batch(cfg, step: int):
+    g = torch.Generator().manual_seed(step)
+    ids = torch.randint(VOCAB, (cfg.batch_size, cfg.block_size + 1), generator=g)
+    return ids[:, :-1], ids[:, 1:]
+
+
+def run_steps(trainer: Trainer, cfg, start: int, n: int) -> float:
+    """Seconds for ``n`` updates."""
+    began = time.perf_counter()
+    for step in range(start, start + n):
+        x, y = batch(cfg, step)
+        trainer.step(x.to(trainer.device), y.to(trainer.device))
+    if trainer.device.type == "cuda":
+        torch.cuda.synchronize(trainer.device)
+    return time.perf_counter() - began
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="cpu", help="a bookgpt configuration")
+    p.add_argument("--variants", default="eager,fused,compile,compile-fused,bf16,hf,hf-fused")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=20, help="updates per variant per round")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    names = [n.strip() for n in args.variants.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        print(f"error: unknown variants {unknown}; choose from {list(VARIANTS)}", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg, device = get_config(args.config, dropout=0.0), torch.device(args.device)
+    trainers, warmup = {}, {}
+    for name in names:
+        trainers[name] = trainer_for(name, cfg, device)
+        warmup[name] = run_steps(trainers[name], cfg, 0, 3)  # compiles the compiled ones
+    times = {name: [] for name in names}
+    for r in range(args.rounds):
+        for name in names:
+            start = 3 + r * args.steps
+            times[name].append(
+                1000 * run_steps(trainers[name], cfg, start, args.steps) / args.steps
+            )
+    print(
+        f"bookgpt {cfg.name} step (batch {cfg.batch_size} x {cfg.block_size}), {device}, "
+        f"{torch.get_num_threads()} threads, {args.rounds} alternating rounds of {args.steps}"
+    )
+    print("| variant | ms/step (median) | range | first 3 steps incl. compile (s) |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in names:
+        t = times[name]
+        print(f"| {name} | {statistics.median(t):.1f} | {min(t):.1f}-{max(t):.1f} | "
+              f"{warmup[name]:.1f} |")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
