@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Jupyter refuses to run as root unless told (containers, CI boxes).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup course test lint publish-labs
+.PHONY: setup course test lint publish-labs site
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,14 +21,23 @@ $(VENV)/.installed-bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -e '.[bench]'
 	touch $@
 
+# The website's builder and its browser test's client.
+$(VENV)/.installed-site: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[site]'
+	touch $@
+
 setup: $(VENV)/.installed
 
 course: setup
 	$(BIN)/python -m course_utils doctor || true
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
 
-test: setup $(VENV)/.installed-bench
+test: setup $(VENV)/.installed-bench $(VENV)/.installed-site
 	$(BIN)/python -m pytest
+
+# The course as a static website in site/, from the committed notebooks (nothing is re-run).
+site: setup $(VENV)/.installed-site
+	$(BIN)/python -m course_utils site build --out site
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -20,6 +20,7 @@ commands:
   inspect [options]       parameter split, training memory and container audit of a model
   labs build|check        regenerate labs/ from solutions/, or check they are in sync
   publish NOTEBOOK...     re-run lessons or solutions, clean them, rebuild the labs
+  site build [--out DIR]  build the course website (site/) from the committed notebooks
   sumgpt train|eval ...    train SumGPT (3-digit addition) or score a checkpoint on held-out sums
   setup-git               install the per-folder nbstripout git filters
 """
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         publish([Path(p) for p in rest])
         return 0
+    elif command == "site":
+        from .tools.site import main as run
     elif command == "sumgpt":
         from .projects.sumgpt import main as run
     elif command == "setup-git":
