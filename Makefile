@@ -28,8 +28,11 @@ $(VENV)/.installed-site: $(VENV)/.installed
 
 setup: $(VENV)/.installed
 
+# The lessons are the course's own: trusting them lets JupyterLab draw their saved widgets
+# (quizzes, sliders, finished progress bars) before anything runs.
 course: setup
 	$(BIN)/python -m course_utils doctor || true
+	-$(BIN)/jupyter trust notebooks/*.ipynb
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
 
 test: setup $(VENV)/.installed-bench $(VENV)/.installed-site
