@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Jupyter refuses to run as root unless told (containers, CI boxes).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup instructor dev course test lint publish-labs
+.PHONY: setup instructor dev course test lint publish-labs site
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,16 +28,28 @@ $(VENV)/.installed-dev: $(VENV)/.installed-instructor
 	$(BIN)/python -m pip install -e '.[instructor,dev]'
 	touch $@
 
+# The website's builder and its browser test's client.
+$(VENV)/.installed-site: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[site]'
+	touch $@
+
 setup: $(VENV)/.installed
 instructor: $(VENV)/.installed-instructor
 dev: $(VENV)/.installed-dev
 
+# The lessons are the course's own: trusting them lets JupyterLab draw their saved widgets
+# (quizzes, sliders, finished progress bars) before anything runs.
 course: setup
 	$(BIN)/python -m course_utils doctor || true
+	-$(BIN)/jupyter trust notebooks/*.ipynb
 	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev $(VENV)/.installed-site
 	$(BIN)/python -m pytest
+
+# The course as a static website in site/, from the committed notebooks (nothing is re-run).
+site: setup $(VENV)/.installed-site
+	$(BIN)/python -m course_utils site build --out site
 
 lint: dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

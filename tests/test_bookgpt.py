@@ -98,14 +98,17 @@ def test_train_writes_logs_and_checkpoint_and_learns(data_dir, tmp_path):
 
 
 def test_eval_batches_are_fixed(data_dir):
+    """Two runs score the same windows: the evaluation draws from its own seed, not the run's."""
     from course_utils.projects.corpus import load_split
 
-    cfg = bookgpt.get_config("tiny")
-    a, b = (
-        bookgpt.eval_windows(load_split(data_dir, "val"), cfg),
-        bookgpt.eval_windows(load_split(data_dir, "val"), cfg),
-    )
-    assert all(torch.equal(x1, x2) for (x1, _), (x2, _) in zip(a, b))
+    val = load_split(data_dir, "val")
+    a = bookgpt.eval_windows(val, bookgpt.get_config("tiny"))
+    b = bookgpt.eval_windows(val, bookgpt.get_config("tiny", seed=7))  # another run's seed
+    assert len(a) == bookgpt.get_config("tiny").eval_batches == 2
+    assert all(x1.shape == (8, 32) for x1, _ in a)
+    assert all(torch.equal(x1, x2) and torch.equal(y1, y2) for (x1, y1), (x2, y2) in zip(a, b))
+    assert not torch.equal(a[0][0], a[1][0])  # the batches differ from each other
+    assert torch.equal(a[0][0][:, 1:], a[0][1][:, :-1])  # targets are inputs shifted by one
 
 
 def test_resume_after_a_crash_equals_an_uninterrupted_run(data_dir, tmp_path):

@@ -15,6 +15,10 @@ from course_utils import (
 
 
 def test_course_device_env_overrides_the_choice(monkeypatch):
+    """With CUDA (pretended) available, the default would be cuda: the variable must win."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    assert pick_device() == torch.device("cuda")
     monkeypatch.setenv("COURSE_DEVICE", "cpu")
     assert pick_device() == torch.device("cpu")
     assert pick_device("cpu").type == "cpu"

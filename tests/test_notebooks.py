@@ -10,6 +10,8 @@ import pytest
 from course_utils.tools.publish import ROOT, course_notebooks, strip
 
 NOTEBOOKS = course_notebooks()
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 
 
@@ -31,15 +33,77 @@ def test_notebook_is_clean_for_git(path):
     )
 
 
-def test_a_dirty_notebook_fails_the_cleanliness_check(tmp_path):
+def _copy_with(tmp_path, folder, change):
     lesson = next(p for p in NOTEBOOKS if p.parent.name == "notebooks")
+    copy = tmp_path / folder / lesson.name
+    copy.parent.mkdir()
+    nb = json.loads(lesson.read_text(encoding="utf-8"))
+    change(nb)
+    copy.write_text(json.dumps(nb), encoding="utf-8")
+    return copy
+
+
+def _add_execute_time(nb):
+    nb["cells"][0]["metadata"]["ExecuteTime"] = {"end_time": "2026-01-01T00:00:00Z"}
+
+
+def _add_widget_state(nb):
+    nb["metadata"]["widgets"] = {WIDGET_STATE_MIME: {"state": {}, "version_major": 2}}
+
+
+def test_a_dirty_notebook_fails_the_cleanliness_check(tmp_path):
     for folder in ("notebooks", "labs"):
-        copy = tmp_path / folder / lesson.name
-        copy.parent.mkdir()
-        nb = json.loads(lesson.read_text(encoding="utf-8"))
-        nb["metadata"]["widgets"] = {"state": {}}
-        copy.write_text(json.dumps(nb), encoding="utf-8")
-        assert strip(copy, verify=True).returncode != 0
+        assert strip(_copy_with(tmp_path, folder, _add_execute_time), verify=True).returncode
+
+
+def test_lessons_keep_their_widget_state_and_labs_lose_it(tmp_path):
+    lesson = _copy_with(tmp_path, "notebooks", _add_widget_state)
+    lab = _copy_with(tmp_path, "labs", _add_widget_state)
+    assert strip(lesson, verify=True).returncode == 0
+    assert strip(lab, verify=True).returncode != 0
+    strip(lesson), strip(lab)
+    assert "widgets" in nbformat.read(lesson, as_version=4).metadata
+    assert "widgets" not in nbformat.read(lab, as_version=4).metadata
+
+
+def _widget_views(nb):
+    return [
+        o.data[WIDGET_VIEW_MIME]["model_id"]
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if WIDGET_VIEW_MIME in o.get("data", {})
+    ]
+
+
+# Published before `publish` kept widget state; the maintainers republish them (long runs).
+NOT_YET_REPUBLISHED = {"10_sumgpt.ipynb", "11_bookgpt.ipynb"}
+LESSONS = [p for p in NOTEBOOKS if p.parent.name == "notebooks"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(
+            p, marks=pytest.mark.xfail(strict=True, reason="republish with its widget state")
+        )
+        if p.name in NOT_YET_REPUBLISHED
+        else p
+        for p in LESSONS
+    ],
+    ids=_ids(LESSONS),
+)
+def test_every_widget_a_lesson_shows_has_its_state_saved(path):
+    """JupyterLab draws a stored widget from this state; without it, it shows the plain text
+    (`VBox(children=...`, a progress bar at 0). A strict xfail: once a lesson in
+    NOT_YET_REPUBLISHED is republished, this fails until its name leaves that set."""
+    nb = nbformat.read(path, as_version=4)
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    missing = [model for model in _widget_views(nb) if model not in state]
+    assert not missing, (
+        f"{path.name}: {len(missing)} widget outputs without saved state: republish it with "
+        f"`python -m course_utils publish {path.relative_to(ROOT)}` and commit it after "
+        "`python -m course_utils setup-git` (older filters strip the state)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))

@@ -2,11 +2,15 @@
 
 ``live`` shows controls and a rendered result and re-renders in place when a control moves; the
 first render is an ordinary display, so a headless run records the same output as a live one.
-``Quiz`` reveals feedback per answer without writing any cell output.
+``Quiz`` reveals feedback per answer without writing any cell output. Both carry a static
+``text/html`` fallback beside the widget view, for pages drawn without a kernel or widget state
+(the course website): the controls' first values, and the questions with each answer behind a
+"show answer" disclosure.
 """
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import random
@@ -19,6 +23,11 @@ from IPython.display import HTML, Image, display
 from matplotlib.figure import Figure
 
 
+def _text(s: str) -> str:
+    """Plain text for an HTML fragment: ``<bos>`` in a question is shown, not taken as a tag."""
+    return html.escape(s, quote=False)
+
+
 def _displayable(result):
     """Figures become PNG images (a plain ``Figure`` has no inline renderer of its own)."""
     if isinstance(result, Figure):
@@ -26,6 +35,23 @@ def _displayable(result):
         result.savefig(buffer, format="png", bbox_inches="tight")
         return Image(data=buffer.getvalue(), format="png")
     return result
+
+
+class _Controls:
+    """A box of controls that also says, as static HTML, that it is interactive and where."""
+
+    def __init__(self, controls: dict[str, widgets.ValueWidget]) -> None:
+        self.controls = controls
+        self.box = widgets.VBox(list(controls.values()))
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = self.box._repr_mimebundle_(**kwargs)
+        values = ", ".join(
+            f"{_text(w.description or name)} = {_text(str(w.value))}"
+            for name, w in self.controls.items()
+        )
+        bundle["text/html"] = f'<p class="course-live">interactive in JupyterLab: {values}</p>'
+        return bundle
 
 
 def live(render, **controls: widgets.ValueWidget) -> dict:
@@ -39,7 +65,7 @@ def live(render, **controls: widgets.ValueWidget) -> dict:
     def values() -> dict:
         return {name: w.value for name, w in controls.items()}
 
-    display(widgets.VBox(list(controls.values())))
+    display(_Controls(controls))
     handle = display(_displayable(render(**values())), display_id=True)
 
     def on_change(_change) -> None:
@@ -103,7 +129,7 @@ class Quiz:
             feedback = widgets.HTML(value="")
             choice = widgets.RadioButtons(options=q.options, value=None, layout={"width": "auto"})
             choice.observe(self._judge(q, feedback), names="value")
-            rows.append(widgets.HTML(value=f"<b>{number}. {q.prompt}</b>"))
+            rows.append(widgets.HTML(value=f"<b>{number}. {_text(q.prompt)}</b>"))
             rows += [choice, feedback]
         self.box = widgets.VBox(rows)
 
@@ -114,17 +140,33 @@ class Quiz:
                 return
             right = q.options.index(change["new"]) == q.answer
             mark = "\u2705 Right." if right else "\u274c Not quite."
-            feedback.value = f"{mark} {q.explanation}"
+            feedback.value = f"{mark} {_text(q.explanation)}"
 
         return on_choice
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.box._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = f"Quiz with {len(self.questions)} questions (pick an answer)"
+        bundle["text/html"] = self.static_html()
         return bundle
+
+    def static_html(self) -> str:
+        """The questions and their options, each answer and explanation behind a disclosure."""
+        parts = ['<div class="course-quiz">']
+        for number, q in enumerate(self.questions, start=1):
+            options = "".join(f"<li>{_text(option)}</li>" for option in q.options)
+            parts.append(
+                f"<p><b>{number}. {_text(q.prompt)}</b></p><ul>{options}</ul>"
+                "<details><summary>show answer</summary>"
+                f"<p><b>{_text(q.options[q.answer])}</b> &mdash; {_text(q.explanation)}</p>"
+                "</details>"
+            )
+        parts.append("</div>")
+        return "".join(parts)
 
     def answers_html(self) -> HTML:
         items = "".join(
-            f"<li><b>{q.options[q.answer]}</b> &mdash; {q.explanation}</li>" for q in self.questions
+            f"<li><b>{_text(q.options[q.answer])}</b> &mdash; {_text(q.explanation)}</li>"
+            for q in self.questions
         )
         return HTML(f"<ol>{items}</ol>")

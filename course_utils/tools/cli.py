@@ -34,6 +34,8 @@ COMMANDS = {
                 "re-run lessons or solutions, clean them, rebuild the labs"),
     "setup-git": ("course_utils.tools.publish", "configure_setup_git",
                   "install the per-folder nbstripout git filters"),
+    "site": ("course_utils.tools.site", "configure",
+             "build the course website (site/) from the committed notebooks"),
 }  # fmt: skip
 
 EXAMPLES = """examples:

@@ -1,8 +1,9 @@
 """Keeping notebooks clean in git, and re-running them to refresh their published outputs.
 
 One policy per folder: lessons and solutions keep outputs and execution counts (nbval compares
-against them) but lose volatile metadata; labs keep nothing. The git filters, the cleanliness
-test and ``publish`` all read the flags from here.
+against them) and their widget state (so JupyterLab draws quizzes, sliders and finished progress
+bars before anything runs) but lose volatile metadata; labs keep nothing. The git filters, the
+cleanliness test and ``publish`` all read the flags from here.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository: course_utils/tools
 # Volatile metadata stripped everywhere, on top of nbstripout's own defaults. (The kernelspec's
 # display_name stays: the notebook schema, and so nbgrader, requires it.)
 EXTRA_KEYS = "metadata.language_info.version"
+# ipywidgets' saved widget state, which nbstripout strips by default: published notebooks keep it.
+WIDGET_STATE = "metadata.widgets"
 
+KEEP_PUBLISHED = ["--keep-output", "--keep-count", "--keep-metadata-keys", WIDGET_STATE]
 STRIP_FLAGS = {
-    "notebooks": ["--keep-output", "--keep-count", "--extra-keys", EXTRA_KEYS],
-    "solutions": ["--keep-output", "--keep-count", "--extra-keys", EXTRA_KEYS],
+    "notebooks": [*KEEP_PUBLISHED, "--extra-keys", EXTRA_KEYS],
+    "solutions": [*KEEP_PUBLISHED, "--extra-keys", EXTRA_KEYS],
     "labs": ["--extra-keys", EXTRA_KEYS],
 }
 
@@ -64,7 +68,7 @@ def setup_git(root: Path = ROOT) -> None:
 
 def execute(path: Path, timeout: int = 900) -> None:
     """Run a notebook top to bottom in a fresh kernel of this environment, in its own folder,
-    and save it with its new outputs."""
+    and save it with its new outputs and the final state of its widgets."""
     from nbclient import NotebookClient
 
     path = Path(path)
@@ -73,6 +77,7 @@ def execute(path: Path, timeout: int = 900) -> None:
         nb,
         timeout=timeout,
         kernel_name="python3",
+        store_widget_state=True,  # ipywidgets' notebook widget state, as JupyterLab saves it
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()

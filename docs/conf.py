@@ -1,0 +1,64 @@
+"""Sphinx settings of the course website.
+
+``python -m course_utils site build`` (``make site``) lays the sources out in a temporary folder
+(these pages, README.md and LICENSE beside them, the lessons and labs as committed under
+notebooks/ and labs/) and runs Sphinx there with warnings as errors. Nothing is executed: the
+pages show the outputs that CI checked.
+"""
+
+import os
+
+# Launch buttons (Colab, Binder and, with a hub's address, a JupyterHub) on lesson and lab pages
+# come from the repository that hosts this course, e.g.
+#   COURSE_REPOSITORY=https://github.com/you/gpt-course COURSE_BRANCH=main make site
+# With no repository set, the site has no launch button (and so no dead link).
+REPOSITORY = os.environ.get("COURSE_REPOSITORY", "").strip().rstrip("/")
+BRANCH = os.environ.get("COURSE_BRANCH", "").strip() or "main"
+JUPYTERHUB = os.environ.get("COURSE_JUPYTERHUB", "").strip()
+
+project = "Build a GPT from scratch"
+author = "the course authors"
+copyright = "the course authors: code MIT, lesson text CC BY 4.0 (see License)"
+
+extensions = ["myst_nb", "sphinx-mathjax-offline"]  # MathJax 3 served from _static/mathjax
+root_doc = "index"
+exclude_patterns = ["_originals", "_lesson_map.md", "README.md", "LICENSE"]
+
+# MyST: $...$ and $$...$$ math as in the notebooks, ::: fences for blocks with a class.
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_dmath_double_inline = True  # $$...$$ inside a paragraph or list item, as JupyterLab allows
+myst_heading_anchors = 3
+
+# Notebooks are shown as committed (never executed). Widget views are never rendered (they need
+# ipywidgets' JavaScript, which the site does not load): site_notebook.py turns each widget output
+# into its static HTML fallback before Sphinx reads it.
+nb_execution_mode = "off"
+nb_ipywidgets_js = {}
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+nb_merge_streams = True
+
+html_theme = "sphinx_book_theme"
+html_title = project
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_favicon = "_static/favicon.svg"
+html_context = {"default_mode": "auto"}  # light or dark as the reader's system says; toggle
+html_copy_source = False  # each lesson and lab page links the committed notebook instead
+html_show_sourcelink = False
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "use_download_button": False,
+    "repository_url": REPOSITORY,
+    "repository_branch": BRANCH,
+    "path_to_docs": "",  # the sources mirror the repository: notebooks/NN_x.ipynb, labs/...
+    "use_repository_button": bool(REPOSITORY),
+    "launch_buttons": {
+        "colab_url": "https://colab.research.google.com",
+        "binderhub_url": "https://mybinder.org",
+        "jupyterhub_url": JUPYTERHUB,
+        "notebook_interface": "jupyterlab",
+    }
+    if REPOSITORY
+    else {},
+}

@@ -1,0 +1,385 @@
+"""The course website: built from the committed notebooks, complete, and working offline.
+
+Building needs the ``site`` extra (``make test`` installs it). The browser test drives Debian's
+headless Chromium with Selenium (``apt-get install chromium chromium-driver``) against a local
+HTTP server, with every other host unreachable. ``.ci/run`` installs both and sets
+COURSE_SITE_TESTS=required, so that CI fails instead of skipping when either is missing.
+"""
+
+import functools
+import http.server
+import importlib.util
+import os
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urldefrag
+
+import pytest
+
+from course_utils.tools import site
+from course_utils.tools.publish import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get("COURSE_SITE_TESTS") == "required":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _need_builder() -> None:
+    if importlib.util.find_spec("myst_nb") is None:
+        _skip_or_fail("the site extra is not installed: pip install -e '.[site]'")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The whole site, built into a temporary folder the way `make site` builds site/."""
+    _need_builder()
+    out = tmp_path_factory.mktemp("site") / "site"
+    site.build(out)
+    return out
+
+
+class _Page(HTMLParser):
+    """The links, element ids and visible text of one HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links, self.ids, self.anchors = [], set(), []
+        self._anchor = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+            self._anchor = [attrs["href"], ""]
+
+    def handle_data(self, data):
+        if self._anchor is not None:
+            self._anchor[1] += data
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._anchor is not None:
+            self.anchors.append((self._anchor[0], " ".join(self._anchor[1].split())))
+            self._anchor = None
+
+
+def _parse(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+# --- the lesson map -------------------------------------------------------------------------
+
+
+def test_the_lesson_map_is_read_from_a_readme_table():
+    readme = (
+        "## Lesson map\n\n| # | lesson | what you see | CPU minutes |\n| --- | --- | --- | --- |\n"
+        "| 01 | tokens | a \\| b, `x` | < 1 |\n| 02 | attention | heads | 1 |\n\nAfter.\n"
+    )
+    assert site.lesson_map(readme) == [
+        ("01", "tokens", "a \\| b, `x`", "< 1"),
+        ("02", "attention", "heads", "1"),
+    ]
+    with pytest.raises(site.SiteError, match="no lesson map"):
+        site.lesson_map("# A README without the table\n")
+
+
+def test_a_lesson_notebook_missing_from_the_map_fails_with_the_row_to_add(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    for name in ("01_tokens.ipynb", "02_attention.ipynb"):
+        (tmp_path / "notebooks" / name).write_text("{}")
+    (tmp_path / "README.md").write_text(
+        "| # | lesson | what you see | CPU minutes |\n| --- | --- | --- | --- |\n"
+        "| 01 | t | w | 1 |\n"
+    )
+    with pytest.raises(site.SiteError, match=r"notebooks/02_attention.ipynb is not in README"):
+        site.course_lessons(tmp_path)
+    (tmp_path / "notebooks" / "02_attention.ipynb").unlink()
+    (tmp_path / "notebooks" / "01_tokens.ipynb").unlink()
+    with pytest.raises(site.SiteError, match=r"row 01 \(t\) needs exactly one notebooks/01_"):
+        site.course_lessons(tmp_path)
+
+
+def test_the_sites_pages_equal_the_readmes_lesson_map(built):
+    rows = site.lesson_map(README)
+    lesson_pages = sorted(p.stem for p in (built / "notebooks").glob("*.html"))
+    assert [stem[:2] for stem in lesson_pages] == [row[0] for row in rows], "a lesson is missing"
+    assert lesson_pages == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert sorted(p.stem for p in (built / "labs").glob("*.html")) == sorted(
+        p.stem for p in (ROOT / "labs").glob("*.ipynb")
+    )
+    home = _parse(built / "index.html")
+    for stem in lesson_pages:
+        assert f"notebooks/{stem}.html" in home.links, f"the home page's map lacks {stem}"
+    home_text = (built / "index.html").read_text(encoding="utf-8")
+    for number, title, _what, _minutes in rows:
+        assert f"<td><p>{number}</p></td>" in home_text and title in home_text
+
+
+def test_lab_pages_hold_no_solution_or_hidden_test(built):
+    for path in (built / "labs").glob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path.name
+
+
+def test_every_lesson_and_lab_page_links_its_committed_notebook(built):
+    for folder in ("notebooks", "labs"):
+        for path in sorted((built / folder).glob("*.html")):
+            links = [
+                href for href, text in _parse(path).anchors if text == "Download this notebook"
+            ]
+            assert len(links) == 1, f"{folder}/{path.name}: no 'Download this notebook' link"
+            served = (path.parent / links[0]).resolve()
+            assert served.read_bytes() == (ROOT / folder / f"{path.stem}.ipynb").read_bytes()
+
+
+def test_the_default_build_has_no_launch_button(built):
+    for path in built.rglob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        assert "colab.research.google.com" not in text and "mybinder.org" not in text, path
+
+
+def _mini_source(tmp_path: Path, index: str) -> Path:
+    """A one-page source tree with the site's own settings, for fast builds."""
+    _need_builder()
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "docs" / "_static", src / "_static")
+    shutil.copy2(ROOT / "docs" / "conf.py", src / "conf.py")
+    (src / "index.md").write_text(index, encoding="utf-8")
+    return src
+
+
+def test_launch_buttons_come_from_the_repository_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_REPOSITORY", "https://github.com/example/gpt-course")
+    monkeypatch.setenv("COURSE_BRANCH", "spring")
+    src = _mini_source(tmp_path, "# Home\n\n```{toctree}\nlabs/01_tokens_and_embeddings\n```\n")
+    (src / "labs").mkdir()
+    shutil.copy2(ROOT / "labs" / "01_tokens_and_embeddings.ipynb", src / "labs")
+    site.sphinx_build(src, tmp_path / "out", tmp_path / "doctrees")
+    page = (tmp_path / "out" / "labs" / "01_tokens_and_embeddings.html").read_text()
+    path = "example/gpt-course/blob/spring/labs/01_tokens_and_embeddings.ipynb"
+    assert f"https://colab.research.google.com/github/{path}" in page
+    assert "https://mybinder.org/v2/gh/example/gpt-course/spring?urlpath=lab/tree/labs/" in page
+
+
+def test_a_broken_page_fails_the_build_naming_the_file_and_the_problem(tmp_path):
+    broken = (
+        "# Home\n\n![a figure](missing.png)\n\nSee [the lesson](nowhere.md).\n\n"
+        "```nosuchlexer\ncode\n```\n"
+    )
+    src = _mini_source(tmp_path, broken)
+    with pytest.raises(site.SiteError) as failure:
+        site.sphinx_build(src, tmp_path / "out", tmp_path / "doctrees")
+    message = str(failure.value)
+    for problem in ("missing.png", "nowhere.md", "nosuchlexer"):
+        assert "docs/index.md" in message and problem in message, message
+
+
+def test_a_folder_that_is_not_a_site_is_not_deleted(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(site.SiteError, match="not a built site"):
+        site.build(tmp_path)
+    assert (tmp_path / "precious.txt").exists()
+
+
+# --- a real browser -------------------------------------------------------------------------
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+BROWSER_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,900",
+    # Every host but this machine's loopback is unreachable: a CDN script or font would fail.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+]
+
+PAGE_CHECKS = """
+const done = arguments[arguments.length - 1];
+const typeset = window.MathJax && MathJax.startup ? MathJax.startup.promise : Promise.resolve();
+typeset.then(() => {
+  const prose = document.body.cloneNode(true);
+  prose.querySelectorAll("pre, code, script, style, mjx-container").forEach(e => e.remove());
+  done({
+    badImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+      .map(i => i.src),
+    unrenderedMath: [...document.querySelectorAll(".math")]
+      .filter(e => !e.querySelector("mjx-container")).map(e => e.textContent.slice(0, 60)),
+    mathErrors: document.querySelectorAll("mjx-merror").length,
+    rawDollars: prose.textContent.includes("$$"),
+    widgetText: ["VBox(", "HBox(", "Output()"].filter(t => prose.textContent.includes(t) ||
+      [...document.querySelectorAll(".cell_output")].some(e => e.textContent.includes(t))),
+    links: [...document.links].map(a => a.href),
+  });
+}).catch(e => done({error: String(e)}));
+"""
+
+# Each quiz answer is in the page but hidden until its disclosure is opened.
+ANSWERS_HIDDEN = """
+const answers = [...document.querySelectorAll(".course-quiz details > p")];
+return {count: answers.length, visible: answers.filter(a => a.checkVisibility()).length};
+"""
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    handler = functools.partial(_QuietHandler, directory=str(built))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (CHROMIUM and DRIVER):
+        reason = (
+            "no headless browser: install Debian's chromium and chromium-driver "
+            "(apt-get install chromium chromium-driver) to run the website's browser test"
+        )
+        _skip_or_fail(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in BROWSER_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
+    driver.set_script_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def _requests(driver) -> list[str]:
+    """The URLs the page asked for since the last call (Chrome's performance log)."""
+    import json
+
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def _check_links(links: set[str], base: str) -> list[str]:
+    """Every internal link leads to a served file, and its #fragment to an id in that page."""
+    problems, pages = [], {}
+    for link in sorted(links):
+        url, fragment = urldefrag(link)
+        if url not in pages:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    body = response.read()
+                ids = set()
+                if url.endswith(".html") or url.endswith("/"):
+                    parsed = _Page()
+                    parsed.feed(body.decode("utf-8"))
+                    ids = parsed.ids
+                pages[url] = ids
+            except urllib.error.URLError as err:
+                pages[url] = None
+                problems.append(f"{link}: {err}")
+        if fragment and pages[url] is not None and fragment not in pages[url]:
+            problems.append(f"{link}: no element with id {fragment!r}")
+    return problems
+
+
+def _click(driver, css: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    next(e for e in driver.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()).click()
+
+
+def test_every_page_works_offline_in_a_real_browser(
+    browser, built, served, tmp_path_factory, capsys
+):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    start = time.perf_counter()
+    pages = sorted(
+        p.relative_to(built).as_posix()
+        for p in built.rglob("*.html")
+        if not p.relative_to(built).as_posix().startswith("_")
+    )
+    assert "notebooks/02_attention.html" in pages and len(pages) > 20
+    problems, internal = [], set()
+    browser.get_log("browser"), _requests(browser)  # start both logs empty
+    for name in pages:
+        browser.get(served + name)
+        found = browser.execute_async_script(PAGE_CHECKS)
+        if "error" in found:
+            problems.append(f"{name}: MathJax failed: {found['error']}")
+            continue
+        for key in ("badImages", "unrenderedMath", "widgetText"):
+            if found[key]:
+                problems.append(f"{name}: {key}: {found[key]}")
+        if found["mathErrors"] or found["rawDollars"]:
+            problems.append(f"{name}: math not rendered ({found['mathErrors']} errors, raw $$)")
+        errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        problems += [f"{name}: console error: {message}" for message in errors]
+        external = [u for u in _requests(browser) if not u.startswith(served) and "://" in u]
+        problems += [
+            f"{name}: asked the network for {url}" for url in external if url[:4] == "http"
+        ]
+        internal |= {link for link in found["links"] if link.startswith(served)}
+    problems += _check_links(internal, served)
+    assert not problems, "\n".join(problems)
+
+    # Quiz answers sit behind their disclosures; opening one shows it.
+    browser.get(served + "notebooks/02_attention.html")
+    answers = browser.execute_script(ANSWERS_HIDDEN)
+    assert answers["count"] >= 3 and answers["visible"] == 0, answers
+    _click(browser, ".course-quiz details > summary")
+    assert browser.execute_script(ANSWERS_HIDDEN)["visible"] == 1
+
+    # Search works from the shipped index.
+    browser.get(served + "search.html?q=RMSNorm")
+    results = WebDriverWait(browser, 20).until(
+        lambda d: d.execute_script(
+            "return [...document.querySelectorAll('#search-results li a')].map(a => a.href)"
+        )
+    )
+    assert any(url.endswith("notebooks/03_block_assembly.html") for url in results), results
+
+    # The light/dark toggle switches the theme.
+    browser.get(served + "index.html")
+    themes = []
+    for mode in ("dark", "light"):
+        _click(browser, ".theme-switch-button")
+        _click(browser, f".theme-change-button[data-mode={mode}]")
+        themes.append(browser.execute_script("return document.documentElement.dataset.theme"))
+    assert themes == ["dark", "light"]
+
+    shots = tmp_path_factory.mktemp("screenshots")
+    for name, page in (("home", "index.html"), ("lesson-02", "notebooks/02_attention.html")):
+        browser.get(served + page)
+        browser.execute_async_script(PAGE_CHECKS)
+        browser.save_screenshot(str(shots / f"{name}.png"))
+    with capsys.disabled():  # the paths show in every run's log, not only on failure
+        print(f"\nsite browser test: {len(pages)} pages in {time.perf_counter() - start:.0f} s")
+        print(f"screenshots: {shots / 'home.png'} {shots / 'lesson-02.png'}")
