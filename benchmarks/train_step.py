@@ -1,10 +1,11 @@
 """Milliseconds per training step of the engine's variants, measured side by side in one run.
 
-    python benchmarks/train_step.py [--config cpu] [--rounds 7] [--steps 20] [--threads N]
+    python benchmarks/train_step.py [--model cpu|sumgpt] [--rounds 7] [--steps 20] [--threads N]
         [--variants eager,fused,compile,compile-fused,bf16,hf,hf-fused] [--strict]
 
-Every variant is a fresh BookGPT model (the ``cpu`` configuration by default: d 64, 4 heads, 3
-blocks, context 64, batch 32) trained by the engine's :class:`Trainer` on the same batches. After
+Every variant is a fresh model (BookGPT's ``cpu`` configuration by default: d 64, 4 heads, 3
+blocks, context 64, batch 32; ``--model sumgpt``: SumGPT's d 128, 4 blocks, context 12, batch
+128) trained by the engine's :class:`Trainer` on the same batches. After
 a warm-up (for compiled variants: the compile, whose time is reported), the variants take turns:
 round r runs ``--steps`` updates of each variant in a row, so a busy machine slows them all
 alike; the table shows the median over rounds and the range. Variants:
@@ -26,7 +27,7 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -39,41 +40,65 @@ from course_utils.engine.training import Trainer  # noqa: E402
 from course_utils.projects.bookgpt import get_config  # noqa: E402
 
 VARIANTS = {  # name: (implementation, compile, fused AdamW, precision)
-    "eager": ("ours", False, None, "fp32"),
+    "eager": ("ours", False, False, "fp32"),
     "fused": ("ours", False, True, "fp32"),
-    "compile": ("ours", True, None, "fp32"),
+    "compile": ("ours", True, False, "fp32"),
     "compile-fused": ("ours", True, True, "fp32"),
     "bf16": ("ours", False, True, "bf16"),
     "compile-bf16": ("ours", True, True, "bf16"),
-    "hf": ("hf", False, None, "fp32"),
+    "hf": ("hf", False, False, "fp32"),
     "hf-fused": ("hf", False, True, "fp32"),
 }
 VOCAB = 77  # the KJV corpus's vocabulary size
 
 
-def trainer_for(name: str, cfg, device) -> Trainer:
+@dataclass(frozen=True)
+class Shape:
+    """What a variant trains: a model config, its batch and the engine's settings."""
+
+    name: str
+    gpt_config: object
+    batch_size: int
+    block_size: int
+    train_config: object
+
+
+def shape_of(model: str) -> Shape:
+    """``cpu`` (or another BookGPT configuration) or ``sumgpt`` (lesson 11's adder)."""
+    if model == "sumgpt":
+        from course_utils.projects import sumgpt
+
+        return Shape("sumgpt", sumgpt.sumgpt_config(), sumgpt.DEFAULT_TRAIN["batch_size"],
+                     sumgpt.BLOCK_SIZE, sumgpt.train_config())  # fmt: skip
+    cfg = get_config(model, dropout=0.0)
+    return Shape(f"bookgpt {cfg.name}", cfg.gpt_config(VOCAB), cfg.batch_size, cfg.block_size,
+                 cfg.train_config(progress=False))  # fmt: skip
+
+
+def trainer_for(name: str, shape: Shape, device) -> Trainer:
     impl, compiled, fused, precision = VARIANTS[name]
-    gpt_config = cfg.gpt_config(VOCAB)
+    gpt_config = shape.gpt_config
     model = build_model(GPT, gpt_config, seed=0, device="cpu")
     if impl == "hf":
         model = HFGPT2(gpt_config).load_from(model)
     model.to(device)
-    tc = replace(cfg.train_config(precision, progress=False), fused=fused)
+    tc = replace(shape.train_config, precision=precision, fused=fused, progress=False)
     net = torch.compile(model, fullgraph=True) if compiled else None
     return Trainer(model, tc, device=device, net=net)
 
 
-def batch(cfg, step: int):
+def batch(shape: Shape, step: int):
     g = torch.Generator().manual_seed(step)
-    ids = torch.randint(VOCAB, (cfg.batch_size, cfg.block_size + 1), generator=g)
+    vocab = shape.gpt_config.vocab_size
+    ids = torch.randint(vocab, (shape.batch_size, shape.block_size + 1), generator=g)
     return ids[:, :-1], ids[:, 1:]
 
 
-def run_steps(trainer: Trainer, cfg, start: int, n: int) -> float:
+def run_steps(trainer: Trainer, shape: Shape, start: int, n: int) -> float:
     """Seconds for ``n`` updates."""
     began = time.perf_counter()
     for step in range(start, start + n):
-        x, y = batch(cfg, step)
+        x, y = batch(shape, step)
         trainer.step(x.to(trainer.device), y.to(trainer.device))
     if trainer.device.type == "cuda":
         torch.cuda.synchronize(trainer.device)
@@ -82,7 +107,7 @@ def run_steps(trainer: Trainer, cfg, start: int, n: int) -> float:
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="cpu", help="a bookgpt configuration")
+    p.add_argument("--model", default="cpu", help="a bookgpt configuration, or sumgpt")
     p.add_argument("--variants", default="eager,fused,compile,compile-fused,bf16,hf,hf-fused")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=20, help="updates per variant per round")
@@ -100,20 +125,19 @@ def main(argv=None) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg, device = get_config(args.config, dropout=0.0), torch.device(args.device)
+    shape, device = shape_of(args.model), torch.device(args.device)
     trainers, warmup = {}, {}
     for name in names:
-        trainers[name] = trainer_for(name, cfg, device)
-        warmup[name] = run_steps(trainers[name], cfg, 0, 3)  # compiles the compiled ones
+        trainers[name] = trainer_for(name, shape, device)
+        warmup[name] = run_steps(trainers[name], shape, 0, 3)  # compiles the compiled ones
     times = {name: [] for name in names}
     for r in range(args.rounds):
         for name in names:
             start = 3 + r * args.steps
-            times[name].append(
-                1000 * run_steps(trainers[name], cfg, start, args.steps) / args.steps
-            )
+            seconds = run_steps(trainers[name], shape, start, args.steps)
+            times[name].append(1000 * seconds / args.steps)
     print(
-        f"bookgpt {cfg.name} step (batch {cfg.batch_size} x {cfg.block_size}), {device}, "
+        f"{shape.name} step (batch {shape.batch_size} x {shape.block_size}), {device}, "
         f"{torch.get_num_threads()} threads, {args.rounds} alternating rounds of {args.steps}"
     )
     print("| variant | ms/step (median) | range | first 3 steps incl. compile (s) |")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -25,8 +26,24 @@ def load_benchmark(name: str):
 
 @pytest.fixture(scope="module")
 def bench():
-    pytest.importorskip("transformers", reason="the bench extra: pip install -e '.[bench]'")
+    pytest.importorskip("transformers", reason="the dev extra: pip install -e '.[instructor,dev]'")
     return load_benchmark("bookgpt_train")
+
+
+def table(out: str, header: str) -> list[list[str]]:
+    """The body rows of the Markdown table whose header row starts with ``header``."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", "").rstrip("%"))
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +71,107 @@ def test_hf_gpt2_holding_our_weights_computes_our_function(bench):
         assert not torch.allclose(a, fresh(idx), atol=1e-3)
 
 
-def test_bookgpt_benchmark_prints_its_table(bench, data_dir, capsys):
+def test_bookgpt_benchmark_prints_a_sane_table_and_fails_strict_on_a_missed_target(
+    bench, data_dir, capsys
+):
     rows = "ours,hf,ours-bf16"
-    args = ["--config", "tiny", "--data", str(data_dir), "--minutes", "0.02", "--pairs", "1",
+    args = ["--config", "tiny", "--data", str(data_dir), "--minutes", "0.02", "--pairs", "2",
             "--rows", rows, "--eval-batches", "1"]  # fmt: skip
     assert bench.main(args) == 0
     out = capsys.readouterr().out
-    assert "paired throughput, 1 alternating rounds" in out
-    for row in rows.split(","):
-        assert f"| {row} | " in out
-    assert "target tokens/s ours/HF >= 1.0:" in out and "target val loss <= 1.45" in out
+    body = table(out, "| row |")
+    assert [r[0] for r in body] == rows.split(",")
+    for _, updates, tokens_per_s, mfu, loss in body:
+        assert number(updates) > 0 and number(tokens_per_s) > 0
+        assert 0 < number(mfu) <= 100 and 0 < number(loss) < 10
+    ratio_line = next(line for line in out.splitlines() if line.startswith("target tokens/s"))
+    ratio = float(ratio_line.split(": ")[1].split()[0])
+    assert ratio_line.endswith("(met)") == (ratio >= bench.TARGET_RATIO)
+    loss_line = next(line for line in out.splitlines() if line.startswith("target val loss"))
+    assert loss_line.endswith("(MISSED)")  # 1 second of training is not 3 minutes
+    assert "adamw_torch" in out  # the HF row says which optimizer its Trainer would use
+    assert bench.main([*args, "--strict"]) == 1
+    capsys.readouterr()
     assert bench.main([*args, "--rows", "ours,gpt4"]) == 2
     assert "unknown rows ['gpt4']" in capsys.readouterr().err
+
+
+def test_the_hf_row_uses_the_optimizer_transformers_picks(bench):
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    default = next(f for f in dataclasses.fields(TrainingArguments) if f.name == "optim").default
+    assert bench.hf_default_optimizer() == str(getattr(default, "value", default))
+    assert bench.row_fused("hf") == (bench.hf_default_optimizer() == "adamw_torch_fused" or None)
+
+
+def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_fails_strict(capsys):
+    sweep = load_benchmark("sumgpt_time_to_accuracy")
+    assert sweep.parse_seeds("0-2,5") == [0, 1, 2, 5]
+    args = ["--seeds", "0-1", "--steps", "20", "--warmup", "2", "--eval-every", "10",
+            "--screen", "0"]  # fmt: skip
+    assert sweep.main(args) == 0
+    out = capsys.readouterr().out
+    body = table(out, "| seed |")
+    assert [r[0] for r in body] == ["0", "1"]
+    for _, first, best_99_9, best, ms in body:
+        assert first == best_99_9 == "-"  # 20 steps reach neither threshold
+        assert 0 <= number(best) < 0.99 and number(ms) > 0
+    assert "budget 60 s for every seed: MISSED" in out
+    assert sweep.main([*args, "--strict"]) == 1
+
+
+def test_train_step_benchmark_times_each_variant(capsys):
+    steps = load_benchmark("train_step")
+    assert steps.main(["--model", "tiny", "--variants", "eager,fused", "--rounds", "2",
+                       "--steps", "2"]) == 0  # fmt: skip
+    body = table(capsys.readouterr().out, "| variant |")
+    assert [r[0] for r in body] == ["eager", "fused"]
+    assert all(number(r[1]) > 0 for r in body)
+    assert steps.main(["--variants", "warp-drive"]) == 2
+
+
+def test_corpus_prepare_benchmark_reports_speed_memory_and_the_copies_duplicates(capsys):
+    pytest.importorskip("psutil", reason="the instructor extra")
+    bench = load_benchmark("corpus_prepare")
+    assert bench.main(["--sizes", "5", "--strict"]) in (0, 1)
+    out = capsys.readouterr().out
+    [(size, files_mb, wall, mb_s, peak, dups)] = table(out, "| folder |")
+    assert size == "5 MB" and 4.9 < number(files_mb) < 6 and number(wall) > 0
+    assert number(mb_s) > 0 and 0 < number(peak) < 4
+    assert number(dups) > 0  # two copies of the KJV share the chapters neither one varied
+
+
+def test_reference_runs_write_the_json_that_lesson_12_reads(tmp_path):
+    """A two-step run of the script on the CPU writes JSON of the committed file's shape, and
+    the committed figures agree with what the code computes today."""
+    from course_utils.projects import bookgpt
+    from course_utils.projects import corpus as corpus_mod
+
+    runs = load_benchmark("bookgpt_reference_runs")
+    data, record = tmp_path / "data", tmp_path / "runs.json"
+    corpus_mod.prepare("default", data)
+    argv = ["--configs", "baseline", "--steps", "2", "--data", str(data), "--out",
+            str(tmp_path / "out"), "--record", str(record)]  # fmt: skip
+    assert runs.main(argv) == 0
+    fresh, committed = json.loads(record.read_text()), bookgpt.recorded_reference_runs()
+    assert shape(fresh) == shape(committed)
+    vocab = corpus_mod.load_meta(data)["vocab_size"]
+    for run in committed["runs"]:
+        cfg = bookgpt.get_config(run["config"])
+        assert run["parameters"] == sum(p.numel() for p in GPT(cfg.gpt_config(vocab)).parameters())
+        assert run["seed_val"] == {str(k): v for k, v in runs.SEED_VAL[run["config"]].items()}
+        assert run["evals"][-1]["step"] == run["steps_done"] == committed["steps"]
+
+
+def shape(value):
+    """The keys and value types of a JSON document, lists by their first item."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__
 
 
 def test_bookgpt_benchmark_names_a_missing_corpus(bench, tmp_path, capsys):

@@ -191,11 +191,23 @@ def test_losses_are_read_back_only_at_log_points(monkeypatch):
     assert reads == [torch.Size([5])] * 4 + [torch.Size([2])] * 2  # loss and norm at 5, 10, 12
 
 
-def test_a_time_budget_ends_the_run_and_drives_the_cosine():
+def test_a_time_budget_ends_the_run_and_drives_the_cosine(monkeypatch):
+    """With a fake clock (each reading 10 ms later) the run is deterministic: the budget of
+    0.5 s ends it, and the cosine follows the fraction of the time spent."""
+    import types
+
+    from course_utils.engine import training
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(
+        training, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks) / 100)
+    )
     cfg = TrainConfig(steps=10**6, warmup_steps=2, time_budget=0.5, progress=False)
     history = train(tiny_model(), batch_at, cfg)
-    assert 2 < history.steps < 10**6 and history.seconds >= 0.5
-    assert history.lrs[-1] < 0.2 * cfg.lr  # near the floor (0.1 x) when the time is up
+    assert 5 < history.steps < 50 and history.seconds >= 0.5
+    after = history.lrs[2:]
+    assert all(a >= b for a, b in zip(after, after[1:]))  # the cosine, in time
+    assert after[0] > 0.9 * cfg.lr and after[-1] < 0.2 * cfg.lr  # from the peak to the floor
 
 
 def test_the_trainer_steps_without_reading_anything_back():
