@@ -10,7 +10,7 @@ run; ``--parallel`` starts them together (small models leave most of a large GPU
 still going after ``--time-limit`` seconds is stopped; its log holds every evaluation up to its
 last checkpoint. The table puts the validation loss at steps 2000 and 4750 beside the seed's (its
 Italian corpus, V=140: a scale, not a point-for-point comparison), and ``--record`` writes the
-evaluations, the machine and a sample of each model to a JSON file, which lesson 11 reads.
+evaluations, the machine and a sample of each model to a JSON file, which lesson 12 reads.
 These runs take minutes on a GPU and hours on a CPU.
 """
 

@@ -14,7 +14,9 @@ alike; the table shows the median over rounds and the range. Variants:
 * ``fused``: the same with ``AdamW(fused=True)``;
 * ``compile`` / ``compile-fused``: ``torch.compile`` of the model (``fullgraph=True``: a graph
   break fails the variant), for-each / fused AdamW;
-* ``bf16`` / ``compile-bf16``: bf16 autocast, eager / compiled (fused AdamW);
+* ``bf16`` / ``compile-bf16``: bf16 autocast, eager / compiled (fused AdamW); ``-explicit``:
+  the same with the explicit attention path (matmuls and a masked softmax, not the fused SDPA
+  kernel, whose bf16 backward is slow on CPUs);
 * ``hf`` / ``hf-fused``: Hugging Face's ``GPT2LMHeadModel`` at the same shape with the same
   weights (``benchmarks/bookgpt_train.py``), for-each / fused AdamW.
 
@@ -39,13 +41,15 @@ from course_utils import GPT, build_model  # noqa: E402
 from course_utils.engine.training import Trainer  # noqa: E402
 from course_utils.projects.bookgpt import get_config  # noqa: E402
 
-VARIANTS = {  # name: (implementation, compile, fused AdamW, precision)
+VARIANTS = {  # name: (implementation, compile, fused AdamW, precision[, attention path])
     "eager": ("ours", False, False, "fp32"),
     "fused": ("ours", False, True, "fp32"),
     "compile": ("ours", True, False, "fp32"),
     "compile-fused": ("ours", True, True, "fp32"),
     "bf16": ("ours", False, True, "bf16"),
     "compile-bf16": ("ours", True, True, "bf16"),
+    "bf16-explicit": ("ours", False, True, "bf16", "explicit"),
+    "compile-bf16-explicit": ("ours", True, True, "bf16", "explicit"),
     "hf": ("hf", False, False, "fp32"),
     "hf-fused": ("hf", False, True, "fp32"),
 }
@@ -76,8 +80,10 @@ def shape_of(model: str) -> Shape:
 
 
 def trainer_for(name: str, shape: Shape, device) -> Trainer:
-    impl, compiled, fused, precision = VARIANTS[name]
-    gpt_config = shape.gpt_config
+    impl, compiled, fused, precision, *attention = VARIANTS[name]
+    gpt_config = (
+        replace(shape.gpt_config, attention=attention[0]) if attention else shape.gpt_config
+    )
     model = build_model(GPT, gpt_config, seed=0, device="cpu")
     if impl == "hf":
         model = HFGPT2(gpt_config).load_from(model)

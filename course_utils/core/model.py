@@ -120,13 +120,15 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self._heads(x)
-        if self.path == "fused":
+        q, k, v = self._heads(x)  # (B, h, T, d_h) each
+        # The fused kernel is the fast path everywhere but in bf16 on a CPU, where its backward is
+        # several times slower than the explicit matmuls (benchmarks/train_step.py): same math.
+        if self.path == "fused" and not (q.dtype == torch.bfloat16 and q.device.type == "cpu"):
             p = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         else:
             y = self.attn_dropout(self._weights(q, k)) @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # merge the heads back
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): the heads merged back
         return self.resid_dropout(self.proj(y))
 
 

@@ -121,6 +121,6 @@ def train_steps(
         raise ValueError("batches is empty: pass at least one (x, y) pair")
     plain = TrainConfig(
         steps=len(batches), lr=lr, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0,
-        betas=(0.9, 0.999), grad_clip=None, seed=seed, progress=False,
+        betas=(0.9, 0.999), grad_clip=None, precision="fp32", seed=seed, progress=False,
     )  # fmt: skip
     return train(model, lambda step: batches[step], plain).losses

@@ -290,7 +290,7 @@ RECORDED_REFERENCE_RUNS = Path(__file__).parent / "recorded" / "bookgpt_referenc
 def recorded_reference_runs() -> dict:
     """The seed's three configurations (baseline, larger, ctx512) trained once on a GPU by
     ``benchmarks/bookgpt_reference_runs.py --record``: the command, the machine, and per run
-    the evaluations and a sample. Lesson 11 reads it, since those runs take hours on a CPU."""
+    the evaluations and a sample. Lesson 12 reads it, since those runs take hours on a CPU."""
     return json.loads(RECORDED_REFERENCE_RUNS.read_text(encoding="utf-8"))
 
 

@@ -1,4 +1,4 @@
-"""SumGPT: a small GPT that adds two three-digit numbers (lesson 10, seed 003).
+"""SumGPT: a small GPT that adds two three-digit numbers (lesson 11, seed 003).
 
 The format: ``123+456=`` then the sum's four digits **units first** (``579`` -> ``9750``), then a
 newline. Operands are zero-padded to 3 digits and the answer to 4 (999 + 999 = 1998), so every
@@ -368,7 +368,7 @@ EVAL_EXAMPLE = "python -m course_utils sumgpt eval runs/sumgpt --n 10000"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The ``sumgpt`` command: ``train`` and ``eval`` subcommands."""
-    parser.description = "SumGPT: train the 3-digit adder of lesson 10, or score a checkpoint."
+    parser.description = "SumGPT: train the 3-digit adder of lesson 11, or score a checkpoint."
     parser.epilog = f"examples:\n  {TRAIN_EXAMPLE}\n  {EVAL_EXAMPLE}"
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     tr = add_subcommand(
