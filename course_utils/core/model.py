@@ -194,8 +194,10 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def apply_gpt2_init(self) -> None:
-        """GPT-2's init: N(0, 0.02) weights, zero biases, and the residual projections scaled by
-        1/sqrt(2 * n_layer) so the residual stream's variance does not grow with depth."""
+        """GPT-2's init as nanoGPT writes it: N(0, 0.02) for every matrix and both embedding
+        tables, zero biases, and the residual projections scaled by 1/sqrt(2 * n_layer) so the
+        residual stream's variance does not grow with depth. (GPT-2's own code draws its position
+        table at std 0.01; lesson 06 measures the difference.)"""
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02)
