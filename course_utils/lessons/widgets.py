@@ -2,7 +2,8 @@
 
 ``live`` shows controls and a rendered result and re-renders in place when a control moves; the
 first render is an ordinary display, so a headless run records the same output as a live one.
-``Quiz`` reveals feedback per answer without writing any cell output.
+``show`` displays a static figure the same way. ``Quiz`` reveals feedback per answer without
+writing any cell output.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ def _displayable(result):
         result.savefig(buffer, format="png", bbox_inches="tight")
         return Image(data=buffer.getvalue(), format="png")
     return result
+
+
+def show(figure: Figure) -> None:
+    """Display a ``matplotlib.figure.Figure`` as a PNG image, as :func:`live` renders one.
+
+    A figure built without pyplot has no inline renderer of its own: a bare ``fig`` at the end
+    of a cell shows only ``<Figure size ...>``. Lessons call ``show(fig)`` for static plots.
+    """
+    display(_displayable(figure))
 
 
 def live(render, **controls: widgets.ValueWidget) -> dict:
