@@ -99,3 +99,18 @@ def test_quizzes_come_from_data_files_with_the_right_answers_spread_evenly():
     assert len(quiz.questions) == len(load_questions(lessons[0]))
     with pytest.raises(FileNotFoundError, match="no quiz for lesson"):
         load_questions("99_nothing")
+
+
+def test_show_displays_a_plain_figure_as_a_png_image(monkeypatch):
+    from IPython.display import Image
+    from matplotlib.figure import Figure
+
+    from course_utils.lessons import widgets
+
+    shown = []
+    monkeypatch.setattr(widgets, "display", shown.append)
+    fig = Figure(figsize=(2, 1))
+    fig.add_subplot().plot([0, 1])
+    widgets.show(fig)
+    assert len(shown) == 1 and isinstance(shown[0], Image) and shown[0].format == "png"
+    assert shown[0].data[:8] == b"\x89PNG\r\n\x1a\n"

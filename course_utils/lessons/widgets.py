@@ -2,10 +2,10 @@
 
 ``live`` shows controls and a rendered result and re-renders in place when a control moves; the
 first render is an ordinary display, so a headless run records the same output as a live one.
-``Quiz`` reveals feedback per answer without writing any cell output. Both carry a static
-``text/html`` fallback beside the widget view, for pages drawn without a kernel or widget state
-(the course website): the controls' first values, and the questions with each answer behind a
-"show answer" disclosure.
+``show`` displays a static figure the same way. ``Quiz`` reveals feedback per answer without
+writing any cell output. Both ``live`` and ``Quiz`` carry a static ``text/html`` fallback beside
+the widget view, for pages drawn without a kernel or widget state (the course website): the
+controls' first values, and the questions with each answer behind a "show answer" disclosure.
 """
 
 from __future__ import annotations
@@ -52,6 +52,15 @@ class _Controls:
         )
         bundle["text/html"] = f'<p class="course-live">interactive in JupyterLab: {values}</p>'
         return bundle
+
+
+def show(figure: Figure) -> None:
+    """Display a ``matplotlib.figure.Figure`` as a PNG image, as :func:`live` renders one.
+
+    A figure built without pyplot has no inline renderer of its own: a bare ``fig`` at the end
+    of a cell shows only ``<Figure size ...>``. Lessons call ``show(fig)`` for static plots.
+    """
+    display(_displayable(figure))
 
 
 def live(render, **controls: widgets.ValueWidget) -> dict:
