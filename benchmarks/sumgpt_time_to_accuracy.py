@@ -51,8 +51,11 @@ def parse(argv):
     p.add_argument("--lr", type=float, default=d["lr"])
     p.add_argument("--warmup", type=int, default=d["warmup_steps"])
     p.add_argument("--weight-decay", type=float, default=d["weight_decay"])
-    p.add_argument("--beta2", type=float, default=0.99)
-    p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="fp32")
+    p.add_argument("--beta2", type=float, default=d["betas"][1])
+    p.add_argument(
+        "--dtype", choices=("auto", "bf16", "fp32"), default="fp32",
+        help="fp32 (the recipe's), bf16, or auto: bf16 where the hardware multiplies it fast",
+    )  # fmt: skip
     p.add_argument("--adamw", choices=("auto", "fused", "foreach"), default="auto",
                    help="AdamW's kernel (auto: the engine's default)")  # fmt: skip
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
