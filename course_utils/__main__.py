@@ -15,8 +15,8 @@ commands:
                           generate text from a BookGPT checkpoint
   doctor                  check this environment and say how to fix what is missing
   flops [options]         a forward/training FLOP table for a model configuration
-  grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--timeout S]
-                          autograde collected submissions of a lab into a CSV gradebook
+  grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--jobs N] [--memory 4G] [--no-sandbox]
+                          autograde collected submissions of a lab, each in a sandbox
   inspect [options]       parameter split, training memory and container audit of a model
   labs build|check        regenerate labs/ from solutions/, or check they are in sync
   publish NOTEBOOK...     re-run lessons or solutions, clean them, rebuild the labs

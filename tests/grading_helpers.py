@@ -1,0 +1,92 @@
+"""Building hand-ins of the grading fixture lab and reading the gradebook, for the grading tests.
+
+The fixture lab (tests/fixtures/grading/grading_fixture.ipynb) has three exercises worth 2, 1
+and 3 points; the third has a hidden test.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+from pathlib import Path
+
+import nbformat
+import psutil
+
+from course_utils.tools import grading
+from course_utils.tools.labs import render_lab
+
+FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "grading_fixture.ipynb"
+LAB = "grading_fixture"
+TIMEOUT = 20  # per cell: above a cold `import torch` on a busy machine, and the loop's cost
+TESTS = {"ex1_test": 2.0, "ex2_test": 1.0, "ex3_test": 3.0}
+FULL = {"ex1_test": 2.0, "ex2_test": 1.0, "ex3_test": 3.0}
+
+
+def solution():
+    return nbformat.read(FIXTURE, as_version=4)
+
+
+@functools.cache
+def lab_text():
+    return render_lab(FIXTURE)
+
+
+def lab():
+    return nbformat.reads(lab_text(), as_version=4)
+
+
+def cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def solved(nb, *answers):
+    """``nb`` with the solution's code in the given answer cells (all of them if none given)."""
+    for grade_id in answers or ("ex1_answer", "ex2_answer", "ex3_answer"):
+        cell(nb, grade_id).source = cell(solution(), grade_id).source
+    return nb
+
+
+def answered(nb, **sources):
+    for grade_id, source in sources.items():
+        cell(nb, grade_id).source = source
+    return nb
+
+
+def save(nb, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def gone(pid, since):
+    """Whether process ``pid`` was killed: no such process, a zombie, or a new process that
+    reused the pid after ``since`` (a time.time())."""
+    try:
+        process = psutil.Process(pid)
+        return process.status() == psutil.STATUS_ZOMBIE or process.create_time() > since
+    except psutil.NoSuchProcess:
+        return True
+
+
+def read_rows(path):
+    return {row["student"]: row for row in csv.DictReader(io.StringIO(path.read_text()))}
+
+
+def points(row):
+    return {test: float(row[test]) for test in TESTS}
+
+
+def grade_folder(root: Path, *options: str, lab: Path = FIXTURE) -> dict:
+    """Grade ``root/submissions`` through the command line into ``root/gradebook.csv``: the
+    exit code, the rows by student and the feedback folder."""
+    out, feedback = root / "gradebook.csv", root / "feedback"
+    argv = [str(lab), str(root / "submissions"), "--out", str(out), "--feedback", str(feedback)]
+    code = grading.main([*argv, "--timeout", str(TIMEOUT), "--jobs", "2", *options])
+    rows = read_rows(out) if out.exists() else {}
+    return {"code": code, "rows": rows, "feedback": feedback, "out": out}
+
+
+def feedback_of(run: dict, student: str) -> str:
+    return (run["feedback"] / f"{student}.md").read_text(encoding="utf-8")
