@@ -45,6 +45,12 @@ def test_integer_tensors_are_compared_exactly():
         check_tensor("ids", torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]))
 
 
+def test_equal_infinities_pass_and_opposite_ones_fail():
+    check_tensor("mask", torch.tensor([0.0, -torch.inf]), torch.tensor([0.0, -torch.inf]))
+    with pytest.raises(CheckFailed, match="values off"):
+        check_tensor("mask", torch.tensor([0.0, torch.inf]), torch.tensor([0.0, -torch.inf]))
+
+
 def test_nan_values_fail():
     with pytest.raises(CheckFailed, match="values off"):
         check_tensor("x", torch.tensor([float("nan")]), torch.tensor([1.0]))

@@ -131,7 +131,8 @@ def _check_close(name: str, have: torch.Tensor, want: torch.Tensor, atol, rtol) 
         have, want = torch.view_as_real(have), torch.view_as_real(want)
     diff = (have.double() - want.double()).abs()
     limit = atol + rtol * want.double().abs()
-    bad = ~(diff <= limit)  # NaN counts as bad
+    # NaN counts as bad; an infinity must be matched exactly (its tolerance would be infinite)
+    bad = ~(((diff <= limit) & torch.isfinite(want)) | (have == want))
     if bool(bad.any()):
         index = tuple(int(i) for i in torch.nonzero(bad)[0])
         worst = float(diff.nan_to_num(nan=math.inf).max())
