@@ -284,17 +284,35 @@ def _progress_line(result: Result, lab: Lab) -> str:
 
 
 @contextmanager
-def _scripts_on_path() -> Iterator[None]:
-    """Put this environment's scripts first on PATH for a while.
+def _alembic_in_process() -> Iterator[None]:
+    """Let nbgrader read its database schema's version in this process.
 
-    nbgrader creates a gradebook by running the ``alembic`` script that sits next to this
-    Python, which is not on PATH when the venv is not activated."""
-    old = os.environ.get("PATH", "")
-    os.environ["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), old])
+    A new nbgrader gradebook asks for it by running the ``alembic`` script (which must be on
+    PATH) in a subprocess: 1.5 to 4 seconds of every grading run on a 2-core machine, against
+    2 ms for the same lookup through alembic's own API. Any failure falls back to nbgrader's."""
+    import nbgrader.api
+
+    original = nbgrader.api.get_alembic_version
+
+    def head() -> str:
+        try:
+            from alembic.config import Config
+            from alembic.script import ScriptDirectory
+            from nbgrader.dbutil import _temp_alembic_ini
+
+            with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+                return ScriptDirectory.from_config(Config(ini)).get_current_head()
+        except Exception:
+            return original()
+
+    nbgrader.api.get_alembic_version = head
+    old_path = os.environ.get("PATH", "")  # the fallback runs the script next to this Python
+    os.environ["PATH"] = os.pathsep.join([sysconfig.get_path("scripts"), old_path])
     try:
         yield
     finally:
-        os.environ["PATH"] = old
+        nbgrader.api.get_alembic_version = original
+        os.environ["PATH"] = old_path
 
 
 def prepare_lab(solution: Path, workdir: Path) -> Lab:
@@ -321,7 +339,7 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
     app = GenerateAssignment(coursedir=CourseDirectory(config=config), config=config)
     app.force = True
     app.create_assignment = True
-    with _scripts_on_path(), captured_log(app.log) as records:
+    with _alembic_in_process(), captured_log(app.log) as records:
         try:
             app.start()
         except Exception as exc:

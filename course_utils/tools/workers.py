@@ -42,7 +42,9 @@ def run_with_limit(target: Callable, args: tuple, workdir: Path, limit: float) -
     Either way every process it started (the kernel, anything the notebook spawned) is killed
     afterwards: its descendants, and any process carrying its environment marker."""
     marker = uuid.uuid4().hex
-    proc = worker_context().Process(target=_in_worker, args=(target, args, workdir, marker))
+    proc = worker_context().Process(
+        target=_in_worker, args=(target, args, workdir, marker, os.getpid())
+    )
     proc.start()
     _RUNNING.add(proc)
     try:
@@ -59,19 +61,26 @@ def kill_running() -> None:
         proc.kill()
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent (the forkserver) exits."""
+def _die_with_parent(grader: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent (the forkserver, which exits with the
+    grader) exits, and exit now if the grader is already gone (it died before this call)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):
             pass
+    try:
+        os.kill(grader, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    except PermissionError:
+        pass
 
 
-def _in_worker(target: Callable, args: tuple, workdir: Path, marker: str) -> None:
+def _in_worker(target: Callable, args: tuple, workdir: Path, marker: str, grader: int) -> None:
     """Worker side of run_with_limit: die with the grader, work in ``workdir``, log to its
     worker.log, mark the environment the kernel inherits, then run the target."""
-    _die_with_parent()
+    _die_with_parent(grader)
     os.chdir(workdir)
     log = os.open(workdir / "worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
