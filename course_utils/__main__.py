@@ -15,6 +15,7 @@ commands:
                           generate text from a BookGPT checkpoint
   doctor                  check this environment and say how to fix what is missing
   flops [options]         a forward/training FLOP table for a model configuration
+  gradescope LAB --out ZIP  write a Gradescope autograder bundle for a lab
   grade LAB SUBMISSIONS --out CSV [--feedback DIR] [--jobs N] [--memory 4G] [--no-sandbox]
                           autograde collected submissions of a lab, each in a sandbox
   inspect [options]       parameter split, training memory and container audit of a model
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         from .core.flops import main as run
     elif command == "grade":
         from .tools.grading import main as run
+    elif command == "gradescope":
+        from .tools.gradescope import main as run
     elif command == "inspect":
         from .lessons.inspector import main as run
     elif command == "labs":
