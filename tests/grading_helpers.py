@@ -9,12 +9,15 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import sys
 from pathlib import Path
 
 import nbformat
 import psutil
+import pytest
 
 from course_utils.tools import grading
+from course_utils.tools import sandbox as sandboxes
 from course_utils.tools.labs import render_lab
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "grading_fixture.ipynb"
@@ -78,9 +81,22 @@ def points(row):
     return {test: float(row[test]) for test in TESTS}
 
 
+def require_sandbox() -> None:
+    """Skip outside Linux (the sandbox is Linux only); on Linux, fail saying why bwrap cannot
+    run: a missing sandbox must not pass for a working one."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the grading sandbox (bubblewrap) is Linux only")
+    try:
+        sandboxes.check_sandbox(2**30)
+    except sandboxes.SandboxUnavailable as exc:
+        pytest.fail(f"the grading tests need the sandbox: {exc}")
+
+
 def grade_folder(root: Path, *options: str, lab: Path = FIXTURE) -> dict:
     """Grade ``root/submissions`` through the command line into ``root/gradebook.csv``: the
     exit code, the rows by student and the feedback folder."""
+    if "--no-sandbox" not in options:
+        require_sandbox()
     out, feedback = root / "gradebook.csv", root / "feedback"
     argv = [str(lab), str(root / "submissions"), "--out", str(out), "--feedback", str(feedback)]
     code = grading.main([*argv, "--timeout", str(TIMEOUT), "--jobs", "2", *options])

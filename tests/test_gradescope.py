@@ -8,7 +8,7 @@ import sys
 import zipfile
 
 import pytest
-from grading_helpers import FIXTURE, lab, save, solved
+from grading_helpers import FIXTURE, lab, require_sandbox, save, solved
 
 from course_utils.tools import gradescope
 
@@ -33,6 +33,7 @@ def autograder_tree(tmp_path, bundle, notebook_name, write):
 
 
 def run_autograder(root):
+    require_sandbox()
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
     done = subprocess.run(
         [str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,

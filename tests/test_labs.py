@@ -7,6 +7,7 @@ import shutil
 
 import nbformat
 import pytest
+from grading_helpers import require_sandbox
 
 from course_utils.tools import grading
 from course_utils.tools.labs import LABS, SOLUTIONS, check_all, render_lab
@@ -98,6 +99,7 @@ def wrong_hand_in(solution):
 def test_grading_scores_the_solution_the_untouched_lab_and_a_wrong_answer(solution, tmp_path):
     """Through the instructor's grade command: every check of the solution passes, no check
     passes on an empty answer, and a wrong answer loses its exercise's points and no others."""
+    require_sandbox()
     subs = tmp_path / "subs"
     subs.mkdir()
     shutil.copy(solution, subs / "solved.ipynb")
