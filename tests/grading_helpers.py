@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -102,6 +104,22 @@ def grade_folder(root: Path, *options: str, lab: Path = FIXTURE) -> dict:
     code = grading.main([*argv, "--timeout", str(TIMEOUT), "--jobs", "2", *options])
     rows = read_rows(out) if out.exists() else {}
     return {"code": code, "rows": rows, "feedback": feedback, "out": out}
+
+
+def grade_folder_in_a_new_process(root: Path, *options: str, env: dict) -> dict:
+    """grade_folder, run as ``python -m course_utils grade`` with ``env`` added to this
+    process's environment (workers fork from a server that keeps the environment it started
+    with, so a variable set later in this process would not reach them)."""
+    if "--no-sandbox" not in options:
+        require_sandbox()
+    out, feedback = root / "gradebook.csv", root / "feedback"
+    command = [sys.executable, "-m", "course_utils", "grade", str(FIXTURE),
+               str(root / "submissions"), "--out", str(out), "--feedback", str(feedback),
+               "--timeout", str(TIMEOUT), "--jobs", "2", *options]  # fmt: skip
+    done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True)
+    rows = read_rows(out) if out.exists() else {}
+    return {"code": done.returncode, "rows": rows, "feedback": feedback, "out": out,
+            "stderr": done.stderr}  # fmt: skip
 
 
 def feedback_of(run: dict, student: str) -> str:

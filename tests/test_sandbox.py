@@ -14,7 +14,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from grading_helpers import FULL, answered, feedback_of, grade_folder, lab, points, save, solved
+from grading_helpers import (
+    FULL,
+    answered,
+    feedback_of,
+    grade_folder_in_a_new_process,
+    lab,
+    points,
+    save,
+    solved,
+)
 
 import course_utils
 from course_utils.tools import grading, sandbox
@@ -24,6 +33,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SECRET_ENV = "COURSE_TEST_SECRET_TOKEN"
+SECRET = {SECRET_ENV: "s3cr3t"}  # in the grader's environment while it grades
 PACKAGE = Path(course_utils.__file__).resolve().parent
 CHECKS_FILE = PACKAGE / "lessons" / "checks.py"
 
@@ -189,11 +199,7 @@ def attacks(tmp_path_factory):
 def sandboxed(attacks):
     """All the hand-ins graded in the sandbox, with a secret in the grader's environment."""
     checks_before = hashlib.sha256(CHECKS_FILE.read_bytes()).hexdigest()
-    os.environ[SECRET_ENV] = "s3cr3t"
-    try:
-        run = grade_folder(attacks["root"], "--memory", "2G")
-    finally:
-        del os.environ[SECRET_ENV]
+    run = grade_folder_in_a_new_process(attacks["root"], "--memory", "2G", env=SECRET)
     return {**run, "checks_before": checks_before}
 
 
@@ -204,15 +210,11 @@ def unsandboxed(tmp_path_factory):
     save(answer_key_hand_in(), root / "submissions" / "answer_key.ipynb")
     env = answered(solved(lab(), "ex2_answer", "ex3_answer"), ex1_answer=ENV_SECRET)
     save(env, root / "submissions" / "env_secret.ipynb")
-    os.environ[SECRET_ENV] = "s3cr3t"
-    try:
-        return grade_folder(root, "--no-sandbox")
-    finally:
-        del os.environ[SECRET_ENV]
+    return grade_folder_in_a_new_process(root, "--no-sandbox", env=SECRET)
 
 
 def test_the_honest_hand_in_gets_full_marks_in_the_sandbox(sandboxed):
-    assert sandboxed["code"] == 0
+    assert sandboxed["code"] == 0, sandboxed["stderr"][-2000:]
     assert points(sandboxed["rows"]["honest"]) == FULL
 
 
