@@ -88,6 +88,7 @@ def time_grading(solution: Path, subs: Path, jobs: int, sandbox: bool) -> float:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """Time each configuration and print the table; the rows, for the test."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lab", default="01_tokens_and_embeddings")
     parser.add_argument("--hand-ins", type=int, default=40)
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def print_table(rows: list[dict], lab: str) -> None:
+    """The rows as a Markdown table, as the README shows it."""
     print(f"grading {lab}: mix {', '.join(KINDS)}")
     print("| hand-ins | jobs | sandbox | seconds | hand-ins / min |")
     print("| ---: | ---: | --- | ---: | ---: |")

@@ -59,6 +59,7 @@ class StripExpected(NbGraderPreprocessor):
     reaches the hand-in's kernel; the grader compares the recorded values itself."""
 
     def preprocess(self, nb, resources):
+        """Strip every graded test cell (the hidden tests are in them by now)."""
         aliases = check_aliases([c.source for c in nb.cells if c.cell_type == "code"])
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
@@ -96,6 +97,7 @@ class SandboxedExecute(Execute):
         return super().preprocess_cell(cell, resources, index)
 
     def output(self, outs, msg, display_id, cell_index):
+        """Keep an output while its cell is under the cap (check records have their own)."""
         content = msg.get("content", {})
         is_record = recording.MIME in (content.get("data") or {})
         cap = MAX_CELL_RECORDS if is_record else self.max_output_bytes

@@ -99,6 +99,7 @@ def write_feedback(results: list[Result], lab: Lab, folder: Path) -> None:
 
 
 def feedback_markdown(result: Result, lab: Lab) -> str:
+    """A student's feedback file: the score, then a section per exercise."""
     lines = [
         f"# {lab.name}: feedback for {result.student}",
         "",

@@ -97,6 +97,7 @@ def main(argv: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Build the bundle, or with ``--run-in`` grade inside Gradescope."""
     from .grading import UsageError, resolve_lab
 
     if args.run_in:

@@ -75,10 +75,10 @@ class Settings:
     threads: int = 1
 
     def key(self) -> dict:
-        """What the cached results depend on."""
+        """What the cached results depend on (not the threads: a run resumed with another
+        --jobs reuses them)."""
         memory = self.sandbox.memory if self.sandbox else None
-        return {"timeout": self.timeout, "total_timeout": self.total_timeout,
-                "sandbox": memory, "threads": self.threads}  # fmt: skip
+        return {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,6 +295,7 @@ def _alembic_in_process() -> Iterator[None]:
     original = nbgrader.api.get_alembic_version
 
     def head() -> str:
+        """The head revision of nbgrader's migrations, read by alembic's API."""
         try:
             from alembic.config import Config
             from alembic.script import ScriptDirectory
