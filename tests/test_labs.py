@@ -127,3 +127,29 @@ def test_grading_scores_the_solution_the_untouched_lab_and_a_wrong_answer(soluti
     lost = WRONG[solution.stem][3]
     wrong = {t: float(rows["wrong"][t]) for t in tests}
     assert wrong == {**tests, lost: 0.0}, f"only {lost} should lose its points"
+
+
+def test_lab_10s_format_checks_name_the_first_failing_pair_and_both_strings():
+    from course_utils.lessons.checks import CheckFailed
+
+    source = nbformat.read(SOLUTIONS / "10_sumgpt.ipynb", as_version=4)
+    check = next(c.source for c in source.cells if c.metadata.get("nbgrader", {}).get(
+        "grade_id") == "ex1-check")  # fmt: skip
+    checks_only = check[check.index("pairs = ") :]  # past the exact-string checks
+    namespace = {"format_sum": lambda a, b, reverse=True: f"{a}+{b}={a + b}\n"}  # no padding
+    exec("from course_utils.lessons.checks import check_true\n"
+         "from course_utils.projects import sumgpt\n", namespace)  # fmt: skip
+    with pytest.raises(CheckFailed, match=r"format_sum\(0, 3\) is '0\+3=3\\n', 6 characters"):
+        exec(checks_only, namespace)
+    from course_utils.projects.sumgpt import format_example
+
+    def one_wrong(a, b, reverse=True):
+        return "999+999=8991\n" if (a, b) == (194, 181) else format_example(a, b, reverse)
+
+    namespace["format_sum"] = one_wrong
+    with pytest.raises(
+        CheckFailed,
+        match=r"format_sum\(194, 181, reverse=True\) is "
+        r"'999\+999=8991\\n' but sumgpt.format_example gives '194\+181=5730\\n'",
+    ):
+        exec(checks_only, namespace)
