@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,6 +118,7 @@ def klass(tmp_path_factory):
     running = descendants(first.pid)  # workers and sandboxed kernels, just before the kill
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
+    left_behind = list(Path(tempfile.gettempdir()).glob(f"course-grade-{first.pid}-*"))
     finished_before_kill = cached_results(cache)
     survivors = still_running(running, timeout=30)
     second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
@@ -127,6 +129,7 @@ def klass(tmp_path_factory):
         "kinds": kinds, "subs": root / "subs", "out": out, "first": first,
         "finished_before_kill": finished_before_kill, "survivors": survivors,
         "second": second, "third": third, "gradebook": out.read_text(encoding="utf-8"),
+        "left_behind": left_behind,
     }  # fmt: skip
 
 
@@ -137,6 +140,11 @@ def test_the_grader_was_killed_in_the_middle(klass):
 
 def test_killing_the_grader_leaves_no_worker_or_kernel_running(klass):
     assert klass["survivors"] == []
+
+
+def test_the_next_run_removes_the_killed_runs_temporary_folder(klass):
+    assert len(klass["left_behind"]) == 1  # kill -9 leaves it
+    assert not klass["left_behind"][0].exists()
 
 
 def test_the_same_command_again_grades_only_what_was_not_finished(klass):

@@ -6,6 +6,7 @@ generated lab, and one grading run over all of them (module scope, sandboxed) is
 tests. tests/test_sandbox.py, test_tamper.py and test_accidents.py build on the helpers here.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -459,3 +460,16 @@ def test_the_exception_line_of_a_python_traceback():
         "KeyError: 'ex2_answer'\n"
     )
     assert autograde.exception_line(text) == "KeyError: 'ex2_answer'"
+
+
+def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(grading.tempfile, "gettempdir", lambda: str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    stale = tmp_path / f"course-grade-{dead}-abc"
+    live = tmp_path / f"course-grade-{os.getpid()}-def"
+    other = tmp_path / "course-grade-notes"
+    for folder in (stale, live, other):
+        (folder / "work").mkdir(parents=True)
+    grading.remove_stale_workdirs()
+    assert (stale.exists(), live.exists(), other.exists()) == (False, True, True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -59,6 +60,7 @@ from .workers import kill_running, last_lines, run_with_limit
 DEFAULT_TIMEOUT = 300  # seconds per cell
 DEFAULT_TOTAL_TIMEOUT = 1800  # seconds per submission, everything included
 EXAMPLE = "python -m course_utils grade 01_tokens_and_embeddings subs/ --out gradebook.csv"
+WORKDIR_PREFIX = "course-grade-"  # then the grader's pid: a killed run's folder is found again
 
 
 class UsageError(Exception):
@@ -238,7 +240,8 @@ def grade(
     ``skip`` names paths inside ``submissions`` that are not hand-ins (the gradebook itself);
     results already in ``cache`` for the same hand-in, solution and settings are reused."""
     settings = settings or Settings()
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+    remove_stale_workdirs()
+    with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as tmp:
         lab = prepare_lab(solution, Path(tmp) / "lab")
         found = find_submissions(submissions, lab.name, skip=[p for p in skip or [] if p])
         store = ResultCache(cache, run_key(solution, settings.key())) if cache else None
@@ -252,6 +255,22 @@ def grade(
         if todo:
             results += _grade_all(lab, solution, todo, settings, jobs, store, Path(tmp), log)
     return sorted(results, key=lambda r: r.student), lab
+
+
+def remove_stale_workdirs() -> None:
+    """Remove the temporary folders of grading runs that were killed (their process is gone):
+    ``kill -9`` leaves one behind, and the next run cleans it up."""
+    pattern = re.compile(rf"{re.escape(WORKDIR_PREFIX)}(\d+)-")
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        match = pattern.match(folder.name)
+        if not match or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # alive, someone else's
+            pass
 
 
 def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Result]:
