@@ -177,3 +177,15 @@ def shape(value):
 def test_bookgpt_benchmark_names_a_missing_corpus(bench, tmp_path, capsys):
     assert bench.main(["--data", str(tmp_path / "none"), "--pairs", "0", "--rows", "ours"]) == 2
     assert "bookgpt prepare" in capsys.readouterr().err
+
+
+def test_grading_benchmark_prints_hand_ins_per_minute(capsys):
+    from grading_helpers import require_sandbox
+
+    require_sandbox()
+    rows = load_benchmark("grading").main(["--tiny"])
+    assert [(r["hand-ins"], r["jobs"], r["sandbox"]) for r in rows] == [(4, 2, True)]
+    assert rows[0]["per minute"] > 0
+    out = capsys.readouterr().out
+    assert "| hand-ins | jobs | sandbox | seconds | hand-ins / min |" in out
+    assert "| 4 | 2 | on |" in out

@@ -1,5 +1,7 @@
 """Exercise checks give one specific line of feedback and cannot be fooled by monkeypatching."""
 
+import re
+
 import pytest
 import torch
 
@@ -8,6 +10,7 @@ from course_utils.lessons.checks import (
     CheckFailed,
     check_tensor,
     check_true,
+    check_type,
     check_value,
     fresh_checks,
 )
@@ -40,6 +43,12 @@ def test_wrong_type_and_none_are_named():
 def test_integer_tensors_are_compared_exactly():
     with pytest.raises(CheckFailed, match="1 of 3 values differ; first at index \\(2,\\)"):
         check_tensor("ids", torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]))
+
+
+def test_equal_infinities_pass_and_opposite_ones_fail():
+    check_tensor("mask", torch.tensor([0.0, -torch.inf]), torch.tensor([0.0, -torch.inf]))
+    with pytest.raises(CheckFailed, match="values off"):
+        check_tensor("mask", torch.tensor([0.0, torch.inf]), torch.tensor([0.0, -torch.inf]))
 
 
 def test_nan_values_fail():
@@ -114,3 +123,81 @@ def test_show_displays_a_plain_figure_as_a_png_image(monkeypatch):
     widgets.show(fig)
     assert len(shown) == 1 and isinstance(shown[0], Image) and shown[0].format == "png"
     assert shown[0].data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "got, expected, message",
+    [
+        (torch.tensor([1.0, 2.0]), torch.tensor([1, 2]),
+         "wrong dtype: expected an integer tensor (torch.int64) got torch.float32"),
+        (torch.tensor([1, 2]), torch.tensor([1.0, 2.0]),
+         "wrong dtype: expected a floating-point tensor (torch.float32) got torch.int64"),
+        (torch.tensor([1, 0]), torch.tensor([True, False]),
+         "wrong dtype: expected a boolean tensor (torch.bool) got torch.int64"),
+    ],
+    ids=["float-for-int", "int-for-float", "int-for-bool"],
+)  # fmt: skip
+def test_a_tensor_of_another_dtype_kind_fails_naming_both_dtypes(got, expected, message):
+    with pytest.raises(CheckFailed, match=f"^x: {re.escape(message)}$"):
+        check_tensor("x", got, expected)
+
+
+def test_integer_tensors_of_another_width_still_pass():
+    check_tensor("ids", torch.tensor([1, 2], dtype=torch.int32), torch.tensor([1, 2]))
+
+
+def test_a_type_check_says_only_the_type_was_checked(capsys):
+    check_type("params_saved_by_tying", 7, "int")  # a wrong value: only the type is checked
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("\u2705 params_saved_by_tying is an int: only its type is checked")
+    assert "graded when you hand the lab in" in line and "correct" not in line
+    with pytest.raises(CheckFailed, match="wrong type: expected an int, got float 7.0"):
+        check_type("n", 7.0, "int")
+    with pytest.raises(CheckFailed, match="expected an int, got bool"):
+        check_type("n", True, "int")
+    with pytest.raises(ValueError, match="unknown kind 'integer'"):
+        check_type("n", 7, "integer")
+
+
+def test_a_sanity_check_says_the_value_is_graded_separately(capsys):
+    check_true("loss in range", True, "unused", sanity=True)
+    assert capsys.readouterr().out.strip() == f"\u2705 loss in range: {checks.SANITY_NOTE}"
+
+
+def run_cells(*sources):
+    """Run cells in a fresh IPython shell; what each printed (stdout, with tracebacks)."""
+    import contextlib
+    import io
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import course_utils.lessons.checks as c; c._install_not_done_handler()")
+    printed = []
+    for source in sources:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            result = shell.run_cell(source)
+        printed.append((out.getvalue().strip(), result.error_in_exec))
+    return printed
+
+
+def test_a_stub_that_raises_not_implemented_reports_one_line_and_still_fails():
+    stub = "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    answer = f"# Exercise 1\ndef build_vocab(text):\n{stub}"
+    printed = run_cells(
+        answer, "build_vocab('abc')", "# YOUR CODE HERE\nraise NotImplementedError()"
+    )
+    assert printed[0] == ("", None)
+    text, error = printed[1]
+    assert text == "\u274c Exercise 1 is not done yet: build_vocab still raises NotImplementedError"
+    assert isinstance(error, NotImplementedError)  # the cell fails: a grader scores it 0
+    text, error = printed[2]
+    assert text == "\u274c its answer cell is not done yet: it still raises NotImplementedError"
+    assert isinstance(error, NotImplementedError)
+
+
+def test_other_not_implemented_errors_keep_their_traceback():
+    ((text, error),) = run_cells("raise NotImplementedError('torch has no kernel for this')")
+    assert "Traceback" in text and "torch has no kernel for this" in text
+    assert isinstance(error, NotImplementedError)

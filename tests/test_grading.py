@@ -2,12 +2,11 @@
 
 The fixture lab (tests/fixtures/grading/grading_fixture.ipynb) has three exercises worth 2, 1 and
 3 points; the third has a hidden test. The submissions are built here from that solution and its
-generated lab, and one grading run over all of them (module scope) is shared by most tests.
+generated lab, and one grading run over all of them (module scope, sandboxed) is shared by most
+tests. tests/test_sandbox.py, test_tamper.py and test_accidents.py build on the helpers here.
 """
 
-import csv
-import functools
-import io
+import os
 import shutil
 import subprocess
 import sys
@@ -15,56 +14,27 @@ import time
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
+from grading_helpers import (
+    FIXTURE,
+    LAB,
+    TESTS,
+    TIMEOUT,
+    answered,
+    cell,
+    feedback_of,
+    gone,
+    grade_folder,
+    lab,
+    points,
+    save,
+    solved,
+)
 
-from course_utils.tools import grading
-from course_utils.tools.labs import render_lab
-
-FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "grading_fixture.ipynb"
-LAB = "grading_fixture"
-TIMEOUT = 20  # per cell: above a cold `import torch` on a busy machine, and the loop's cost
-TESTS = {"ex1_test": 2.0, "ex2_test": 1.0, "ex3_test": 3.0}
-
+from course_utils.tools import autograde, gradebook, grading, workers
 
 # ---------------------------------------------------------------------------------------------
 # Building submissions
-
-
-def solution():
-    return nbformat.read(FIXTURE, as_version=4)
-
-
-@functools.cache
-def lab_text():
-    return render_lab(FIXTURE)
-
-
-def lab():
-    return nbformat.reads(lab_text(), as_version=4)
-
-
-def cell(nb, grade_id):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def solved(nb, *answers):
-    """``nb`` with the solution's code in the given answer cells."""
-    for grade_id in answers:
-        cell(nb, grade_id).source = cell(solution(), grade_id).source
-    return nb
-
-
-def answered(nb, **sources):
-    for grade_id, source in sources.items():
-        cell(nb, grade_id).source = source
-    return nb
-
-
-def save(nb, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
 
 
 WRONG = {
@@ -73,12 +43,13 @@ WRONG = {
     "ex3_answer": "def one_hot(ids, vocab_size):\n    return ids.float()",
 }
 
-ALONE = f"""import os
+ALONE = """import os
 
 
 def count_tokens(text):
-    # scores only if the kernel's working directory holds this notebook and nothing else
-    assert sorted(os.listdir(".")) == ["{LAB}.ipynb"], sorted(os.listdir("."))
+    # scores only if the kernel's working directory is empty: not even the graded notebook,
+    # whose restored test cells hold the hidden tests, is in it
+    assert os.listdir(".") == [], os.listdir(".")
     return len(text.split())"""
 
 NOISY_ONE_HOT = """def one_hot(ids, vocab_size):
@@ -101,16 +72,18 @@ def one_hot(ids, vocab_size):
     return ids.float()"""
 
 
-def kill_the_grader(pid_file):
-    return f"""import os
+KILL_THE_GRADER = """import os
 import signal
 
-with open({str(pid_file)!r}, "w") as f:
-    f.write(str(os.getpid()))
-os.kill(os.getppid(), signal.SIGKILL)"""
+os.kill(os.getppid(), signal.SIGKILL)
+assert os.getpid() == 2, os.getpid()  # pid 2: in a PID namespace of its own
 
 
-def build_submissions(folder, pid_file):
+def count_tokens(text):
+    return len(text.split())"""
+
+
+def build_submissions(folder):
     """The hand-ins of the shared run. `messy` and `tamper` each combine three behaviours,
     told apart by their exercises' points and the notes in their rows."""
     shutil.copyfile(FIXTURE, folder / "solution.ipynb")
@@ -122,7 +95,7 @@ def build_submissions(folder, pid_file):
     messy = answered(
         lab(),
         ex1_answer='raise RuntimeError("boom")',
-        ex2_answer="while True:\n    pass",
+        ex2_answer="import time\n\nwhile True:\n    time.sleep(0.1)",  # costs no CPU
         ex3_answer=NOISY_ONE_HOT,
     )
     save(messy, folder / "messy.ipynb")
@@ -133,7 +106,11 @@ def build_submissions(folder, pid_file):
     tamper.cells.remove(cell(tamper, "ex2_test"))
     answered(tamper, ex3_answer=PATCH_CHECKS)
     save(tamper, folder / "tamper.ipynb")
-    save(answered(lab(), ex1_answer=kill_the_grader(pid_file)), folder / "killer.ipynb")
+    save(answered(lab(), ex1_answer=KILL_THE_GRADER), folder / "killer.ipynb")
+    exits = answered(
+        solved(lab(), "ex1_answer", "ex3_answer"), ex2_answer="import os\n\nos._exit(3)"
+    )
+    save(exits, folder / "exits.ipynb")
     text = FIXTURE.read_text(encoding="utf-8")
     (folder / "corrupt.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
     (folder / "notes.ipynb").write_text("print('my answers')\n", encoding="utf-8")
@@ -146,48 +123,13 @@ def build_submissions(folder, pid_file):
     (folder / "empty" / "README.txt").write_text("forgot to attach it", encoding="utf-8")
 
 
-def gone(pid, since):
-    """Whether process ``pid`` was killed: no such process, a zombie, or a new process that
-    reused the pid after ``since`` (a time.time())."""
-    try:
-        process = psutil.Process(pid)
-        return process.status() == psutil.STATUS_ZOMBIE or process.create_time() > since
-    except psutil.NoSuchProcess:
-        return True
-
-
-def read_rows(path):
-    return {row["student"]: row for row in csv.DictReader(io.StringIO(path.read_text()))}
-
-
-def points(row):
-    return {test: float(row[test]) for test in TESTS}
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One grading run through the command line entry point, shared by the tests below."""
     root = tmp_path_factory.mktemp("grading")
-    submissions = root / "submissions"
-    submissions.mkdir()
-    pid_file = root / "killer.pid"
-    build_submissions(submissions, pid_file)
-    out, feedback = root / "gradebook.csv", root / "feedback"
-    argv = [str(FIXTURE), str(submissions), "--out", str(out), "--feedback", str(feedback)]
-    code = grading.main([*argv, "--timeout", str(TIMEOUT), "--jobs", "2"])
-    return {
-        "code": code,
-        "finished": time.time(),
-        "submissions": submissions,
-        "out": out,
-        "rows": read_rows(out),
-        "feedback": feedback,
-        "pid_file": pid_file,
-    }
-
-
-def feedback_of(run, student):
-    return (run["feedback"] / f"{student}.md").read_text(encoding="utf-8")
+    (root / "submissions").mkdir()
+    build_submissions(root / "submissions")
+    return {**grade_folder(root), "finished": time.time(), "submissions": root / "submissions"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +141,7 @@ def test_the_gradebook_has_a_column_per_test_cell_and_a_row_per_student(run):
     header = run["out"].read_text().splitlines()[0]
     assert header == "student,ex1_test,ex2_test,ex3_test,total,max,status,reason"
     assert sorted(run["rows"]) == [
-        "corrupt", "empty", "essay", "killer", "messy", "notes", "other_lab",
+        "corrupt", "empty", "essay", "exits", "killer", "messy", "notes", "other_lab",
         "partial", "solution", "tamper", "untouched", "wrong",
     ]  # fmt: skip
     assert {row["max"] for row in run["rows"].values()} == {"6"}
@@ -223,8 +165,8 @@ def test_a_partly_solved_lab_gets_the_points_of_its_solved_exercises(run):
     assert row["total"] == "5"
 
 
-def test_each_submission_runs_in_a_folder_holding_only_its_notebook(run):
-    # partial's count_tokens asserts that its working directory lists only the notebook
+def test_each_submission_runs_in_an_empty_folder(run):
+    # partial's count_tokens asserts that its working directory is empty
     assert points(run["rows"]["partial"])["ex1_test"] == 2
 
 
@@ -279,8 +221,15 @@ def test_monkeypatched_checks_do_not_fool_the_hidden_tests(run):
     row = run["rows"]["tamper"]
     assert points(row)["ex3_test"] == 0
     assert row["total"] == "1"
-    # the failure comes from the hidden test's private copy of the checks
-    assert "\u274c one_hot([1, 1, 0], 2): wrong shape" in feedback_of(run, "tamper")
+    # the patched visible check reported nothing to the grader
+    assert "\u274c one_hot([0, 2], 3): this check did not report" in feedback_of(run, "tamper")
+
+
+def test_a_kernel_that_dies_costs_only_the_cells_it_did_not_run(run):
+    row = run["rows"]["exits"]  # its exercise 2 answer ends the kernel's process
+    assert (row["status"], points(row)) == ("graded", {"ex1_test": 2, "ex2_test": 0, "ex3_test": 0})
+    assert row["reason"] == "the kernel died in ex2_answer; the cells after it did not run"
+    assert "not run: the kernel had died" in feedback_of(run, "exits")
 
 
 def test_unreadable_files_are_reported_in_the_status_column(run):
@@ -309,11 +258,13 @@ def test_a_student_folder_without_the_lab_is_missing(run):
     )
 
 
-def test_a_notebook_that_kills_its_grader_loses_only_its_own_row(run):
+def test_a_sandboxed_notebook_cannot_kill_its_grader(run):
+    # killer's answer cell sends SIGKILL to its parent: in its PID namespace, that is the
+    # sandbox's init, which ignores it; the cell goes on to define its answer, which scores
     row = run["rows"]["killer"]
-    assert (row["status"], row["total"]) == ("error", "0")
-    assert row["reason"] == "the grading process was killed by signal 9 (by the notebook?)"
-    assert gone(int(run["pid_file"].read_text()), since=run["finished"])
+    assert (row["status"], points(row), row["reason"]) == (
+        "graded", {"ex1_test": 2, "ex2_test": 0, "ex3_test": 0}, ""
+    )  # fmt: skip
     assert run["rows"]["solution"]["total"] == "6"
 
 
@@ -358,7 +309,7 @@ def test_a_worker_past_the_total_limit_is_killed_with_everything_it_started(tmp_
     )
     started = time.monotonic()
     command = [sys.executable, "-c", script]
-    assert grading.run_with_limit(subprocess.run, (command,), tmp_path, limit=3) is None
+    assert workers.run_with_limit(subprocess.run, (command,), tmp_path, limit=3) is None
     assert time.monotonic() - started < 15
     assert gone(int((tmp_path / "child.pid").read_text()), since=time.time())
 
@@ -367,7 +318,9 @@ def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
     monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit: None)
     lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
     sub = grading.Submission("slow", tmp_path / "slow.ipynb")
-    result = grading.grade_safely(lab_, sub, tmp_path / "work", TIMEOUT, 60)
+    settings = grading.Settings(timeout=TIMEOUT, total_timeout=60)
+    result, records = grading.grade_safely(lab_, sub, tmp_path / "work", settings)
+    assert records == {}
     assert (result.status, result.reason) == (
         "killed",
         "ran past the 60 s limit for one submission (--total-timeout)",
@@ -377,17 +330,17 @@ def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
 def make_results():
     lab_ = grading.Lab(LAB, Path("db"), Path("release"), TESTS)
     results = [
-        grading.Result("zoe", "graded", "", {"ex1_test": 2.0, "ex2_test": 0.0, "ex3_test": 1.5}),
-        grading.Result("amy", "corrupt", "amy.ipynb is not valid JSON"),
-        grading.Result("bo, jr", "graded", "note\nwith a newline", {"ex1_test": 2.0}),
+        gradebook.Result("zoe", "graded", "", {"ex1_test": 2.0, "ex2_test": 0.0, "ex3_test": 1.5}),
+        gradebook.Result("amy", "corrupt", "amy.ipynb is not valid JSON"),
+        gradebook.Result("bo, jr", "graded", "note\nwith a newline", {"ex1_test": 2.0}),
     ]
     return results, lab_
 
 
 def test_the_gradebook_is_sorted_and_the_same_bytes_whatever_the_order(tmp_path):
     results, lab_ = make_results()
-    grading.write_gradebook(results, lab_, tmp_path / "a.csv")
-    grading.write_gradebook(results[::-1], lab_, tmp_path / "b.csv")
+    gradebook.write_gradebook(results, lab_, tmp_path / "a.csv")
+    gradebook.write_gradebook(results[::-1], lab_, tmp_path / "b.csv")
     text = (tmp_path / "a.csv").read_bytes()
     assert text == (tmp_path / "b.csv").read_bytes()
     assert text.decode().splitlines() == [
@@ -406,9 +359,9 @@ def test_a_failed_write_leaves_the_previous_gradebook_whole(tmp_path, monkeypatc
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(grading.os, "replace", crash)
+    monkeypatch.setattr(gradebook.atomic_write_text.__globals__["os"], "replace", crash)
     with pytest.raises(OSError, match="disk full"):
-        grading.write_gradebook(results, lab_, out)
+        gradebook.write_gradebook(results, lab_, out)
     assert out.read_text() == "previous gradebook\n"
     assert [p.name for p in tmp_path.iterdir()] == ["gradebook.csv"]
 
@@ -468,10 +421,10 @@ def test_the_grade_command_is_dispatched(tmp_path, capsys):
 
 def test_truncate_keeps_the_start_and_says_what_was_cut():
     text = "\n".join(f"line {i}" for i in range(1000)) + "\n" + "x" * 10_000
-    short = grading.truncate(text)
+    short = gradebook.truncate(text)
     assert short.splitlines()[0] == "line 0"
     assert short.endswith("[output truncated: 961 more lines]")
-    assert len(short) <= grading.MAX_OUTPUT_CHARS + 100
+    assert len(short) <= gradebook.MAX_OUTPUT_CHARS + 100
 
 
 def output_cell(*outputs):
@@ -496,7 +449,7 @@ def output_cell(*outputs):
     ids=["check-failed", "timeout", "error", "stderr-in-test", "stderr-in-answer", "stdout"],
 )  # fmt: skip
 def test_a_cells_message_is_one_line_saying_why_it_failed(output, graded, message):
-    assert grading.cell_message(output_cell(output), 20, graded=graded) == message
+    assert autograde.cell_message(output_cell(output), 20, graded=graded) == message
 
 
 def test_the_exception_line_of_a_python_traceback():
@@ -506,4 +459,17 @@ def test_the_exception_line_of_a_python_traceback():
         "    f()\n"
         "KeyError: 'ex2_answer'\n"
     )
-    assert grading.exception_line(text) == "KeyError: 'ex2_answer'"
+    assert autograde.exception_line(text) == "KeyError: 'ex2_answer'"
+
+
+def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(grading.tempfile, "gettempdir", lambda: str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    stale = tmp_path / f"course-grade-{dead}-abc"
+    live = tmp_path / f"course-grade-{os.getpid()}-def"
+    other = tmp_path / "course-grade-notes"
+    for folder in (stale, live, other):
+        (folder / "work").mkdir(parents=True)
+    grading.remove_stale_workdirs()
+    assert (stale.exists(), live.exists(), other.exists()) == (False, True, True)

@@ -1,4 +1,5 @@
-"""Labs are generated from solutions by nbgrader's preprocessors, and empty answers fail checks."""
+"""Labs are generated from solutions by nbgrader's preprocessors; empty answers fail every check
+and a wrong answer (of the right type and shape) loses exactly its exercise's points."""
 
 import csv
 import json
@@ -6,11 +7,34 @@ import shutil
 
 import nbformat
 import pytest
+from grading_helpers import require_sandbox
 
 from course_utils.tools import grading
 from course_utils.tools.labs import LABS, SOLUTIONS, check_all, render_lab
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
+
+# Per lab: an answer cell, a change that keeps its type and shape but makes its value wrong, and
+# the test cell that must lose its points (and only it). Most are caught by a hidden test only.
+WRONG = {
+    "01_tokens_and_embeddings": ("ex4-answer", "65 * 128  #", "65 * 128 + 128  #", "ex4-check"),
+    "02_attention": ("ex3-answer", "x.view(B, T, n_head, C // n_head).transpose(1, 2)",
+                     "x.view(B, T, C // n_head, n_head).permute(0, 3, 1, 2)", "ex3-check"),
+    "03_block_assembly": ("ex2-answer", "layernorm_4096 = 2 * 4096", "layernorm_4096 = 4096",
+                          "ex2-check"),
+    "04_torch_nn_internals": ("ex3-answer", "return (params + buffers) / 2**20",
+                              "return params / 2**20", "ex3-check"),
+    "05_stacked_model": ("ex1-answer", "(0 if tied else V * d)", "0", "ex1-check"),
+    "06_initialization_variance": ("ex5-answer", "math.sqrt(2 * n_layer)", "math.sqrt(n_layer)",
+                                   "ex5-check"),
+    "07_loss_at_init": ("ex5-answer", 'first_check = "b"', 'first_check = "a"', "ex5-check"),
+    "08_frozen_decoder_audit": ("ex3-answer", "(lse - z_y).sum() / valid.sum()",
+                                "(lse - z_y).sum() / targets.numel()", "ex3-check"),
+    "09_flop_accounting": ("ex5-answer", "train_flops_per_token = 3 *",
+                           "train_flops_per_token = 2 *", "ex5-check"),
+    "10_sumgpt": ("ex3-answer", "irreducible_loss = 5 *", "irreducible_loss = 6 *", "ex3-check"),
+    "11_bookgpt": ("ex3-answer", "sharper = 0.5", "sharper = 2.0", "ex3-check"),
+}  # fmt: skip
 
 
 def _graded_cells(nb):
@@ -39,7 +63,7 @@ def test_a_hand_edited_lab_is_reported(tmp_path):
 
 @pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
 def test_lab_hides_solutions_and_hidden_tests_but_keeps_graded_cells(solution):
-    text = render_lab(solution)
+    text = (LABS / solution.name).read_text(encoding="utf-8")  # what build writes: checked above
     assert "### BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
     lab = nbformat.reads(text, as_version=4)
     graded = _graded_cells(lab)
@@ -48,24 +72,84 @@ def test_lab_hides_solutions_and_hidden_tests_but_keeps_graded_cells(solution):
     assert len(graded) == len(_graded_cells(nbformat.read(solution, as_version=4)))
 
 
+ISSUE_EXAMPLE = "\u274c Exercise 1 is not done yet: build_vocab still raises NotImplementedError"
+
+
+def test_every_lab_has_a_wrong_answer_to_grade():
+    assert sorted(WRONG) == [p.stem for p in SOLVED]
+
+
+def wrong_hand_in(solution):
+    """The lab with every answer of the solution, one of them changed to a wrong value."""
+    answer, old, new, _ = WRONG[solution.stem]
+    source = nbformat.read(solution, as_version=4)
+    nb = nbformat.read(LABS / solution.name, as_version=4)
+    for c in nb.cells:
+        grade_id = c.metadata.get("nbgrader", {}).get("grade_id")
+        if c.metadata.get("nbgrader", {}).get("solution"):
+            c.source = next(s for s in source.cells if s.metadata.get("nbgrader", {}).get(
+                "grade_id") == grade_id).source  # fmt: skip
+            if grade_id == answer:
+                assert old in c.source, f"{solution.name}: {old!r} is not in {answer}"
+                c.source = c.source.replace(old, new)
+    return nb
+
+
 @pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
-def test_grading_gives_the_solution_full_marks_and_the_untouched_lab_zero(solution, tmp_path):
-    """Through the instructor's grade command: every check of the solution passes, and no check
-    passes on an empty answer (each graded cell of the untouched lab scores 0)."""
+def test_grading_scores_the_solution_the_untouched_lab_and_a_wrong_answer(solution, tmp_path):
+    """Through the instructor's grade command: every check of the solution passes, no check
+    passes on an empty answer, and a wrong answer loses its exercise's points and no others."""
+    require_sandbox()
     subs = tmp_path / "subs"
     subs.mkdir()
     shutil.copy(solution, subs / "solved.ipynb")
     shutil.copy(LABS / solution.name, subs / "untouched.ipynb")
-    out = tmp_path / "gradebook.csv"
-    assert grading.main([solution.stem, str(subs), "--out", str(out), "--jobs", "2"]) == 0
+    nbformat.write(wrong_hand_in(solution), subs / "wrong.ipynb")
+    out, feedback = tmp_path / "gradebook.csv", tmp_path / "feedback"
+    argv = [solution.stem, str(subs), "--out", str(out), "--feedback", str(feedback)]
+    assert grading.main([*argv, "--jobs", "2"]) == 0
     rows = {row["student"]: row for row in csv.DictReader(out.open(encoding="utf-8"))}
+    untouched = (feedback / "untouched.md").read_text(encoding="utf-8").split("\n## ")[1:]
+    not_done = [s.split(":")[0] for s in untouched if "is not done yet" not in s]
+    assert not not_done, f"no one-line 'not done yet' message for {not_done}"
+    if solution.stem == "01_tokens_and_embeddings":
+        assert f"ex1-check: 0 / 2\n\n{ISSUE_EXAMPLE}\n" in "\n## ".join(untouched)
     tests = {
-        c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
+        c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader["points"])
         for c in _graded_cells(nbformat.read(solution, as_version=4))
     }
-    for student in ("solved", "untouched"):
+    for student in ("solved", "untouched", "wrong"):
         assert rows[student]["status"] == "graded", rows[student]["reason"]
     solved = {t: float(rows["solved"][t]) for t in tests}
-    assert solved == {t: float(p) for t, p in tests.items()}, "the solution must earn every point"
+    assert solved == tests, "the solution must earn every point"
     passing = [t for t in tests if float(rows["untouched"][t]) != 0]
     assert not passing, f"these checks pass on an empty answer: {passing}"
+    lost = WRONG[solution.stem][3]
+    wrong = {t: float(rows["wrong"][t]) for t in tests}
+    assert wrong == {**tests, lost: 0.0}, f"only {lost} should lose its points"
+
+
+def test_lab_10s_format_checks_name_the_first_failing_pair_and_both_strings():
+    from course_utils.lessons.checks import CheckFailed
+
+    source = nbformat.read(SOLUTIONS / "10_sumgpt.ipynb", as_version=4)
+    check = next(c.source for c in source.cells if c.metadata.get("nbgrader", {}).get(
+        "grade_id") == "ex1-check")  # fmt: skip
+    checks_only = check[check.index("pairs = ") :]  # past the exact-string checks
+    namespace = {"format_sum": lambda a, b, reverse=True: f"{a}+{b}={a + b}\n"}  # no padding
+    exec("from course_utils.lessons.checks import check_true\n"
+         "from course_utils.projects import sumgpt\n", namespace)  # fmt: skip
+    with pytest.raises(CheckFailed, match=r"format_sum\(0, 3\) is '0\+3=3\\n', 6 characters"):
+        exec(checks_only, namespace)
+    from course_utils.projects.sumgpt import format_example
+
+    def one_wrong(a, b, reverse=True):
+        return "999+999=8991\n" if (a, b) == (194, 181) else format_example(a, b, reverse)
+
+    namespace["format_sum"] = one_wrong
+    with pytest.raises(
+        CheckFailed,
+        match=r"format_sum\(194, 181, reverse=True\) is "
+        r"'999\+999=8991\\n' but sumgpt.format_example gives '194\+181=5730\\n'",
+    ):
+        exec(checks_only, namespace)

@@ -1,16 +1,37 @@
 """Exercise checks that say in one line what is wrong, instead of a bare AssertionError.
 
 A failed check raises :class:`CheckFailed` (an AssertionError, so graders count it as a failure);
-in Jupyter it renders as a single line of feedback rather than a traceback.
+in Jupyter it renders as a single line of feedback rather than a traceback, and so does a stub
+that still raises ``NotImplementedError``. When a lab is graded, the checks record their values
+for the grader to compare outside the kernel instead (see :mod:`course_utils.lessons.recording`).
 """
 
 from __future__ import annotations
 
+import linecache
 import math
+import re
 from numbers import Number
 
 import numpy as np
 import torch
+
+from course_utils.lessons import recording
+
+# What check_type accepts, and how its messages name each kind.
+TYPE_NAMES = {
+    "int": "an int",
+    "float": "a float",
+    "number": "a number",
+    "str": "a str",
+    "bool": "a bool",
+    "list": "a list",
+    "tuple": "a tuple",
+    "dict": "a dict",
+    "tensor": "a tensor",
+}
+SANITY_NOTE = "only a sanity check: the exact value is graded when you hand the lab in"
+EXERCISE_MARK = re.compile(r"^\s*#\s*Exercise\s+(\d+)\b")
 
 
 class CheckFailed(AssertionError):
@@ -36,8 +57,44 @@ def _as_tensor(value):
     return None
 
 
+def _recorded(check: str, name: str, got, expected, run, **options) -> bool:
+    """In a graded run, publish this check's value for the grader (True: nothing more to do).
+
+    ``record`` (a hand-in) publishes what was got and compares nothing; ``reference`` (the
+    solution) runs the check (``run()``), then publishes what was expected."""
+    mode = recording.mode()
+    if mode == recording.RECORD:
+        record = {"check": check, "name": str(name), "got": recording.to_plain(got)}
+        recording.publish(record)
+        return True
+    if mode == recording.REFERENCE:
+        run()
+        record = {"check": check, "name": str(name), "expected": recording.to_plain(expected)}
+        recording.publish({**record, "options": options})
+        return True
+    return False
+
+
+def _dtype_kind(tensor: torch.Tensor) -> str:
+    if tensor.dtype == torch.bool:
+        return "boolean"
+    if tensor.is_complex():
+        return "complex"
+    return "floating-point" if tensor.is_floating_point() else "integer"
+
+
 def check_tensor(name: str, got, expected, *, atol: float = 1e-6, rtol: float = 1e-5) -> None:
-    """Type, shape, then values (to a tolerance); the message names the first mismatch."""
+    """Type, shape, dtype kind, then values (to a tolerance); the message names the first
+    mismatch."""
+
+    def run():
+        _check_tensor(name, got, expected, atol=atol, rtol=rtol)
+
+    if not _recorded("tensor", name, got, expected, run, atol=atol, rtol=rtol):
+        run()
+
+
+def _check_tensor(name: str, got, expected, *, atol: float, rtol: float) -> None:
     if got is None:
         _fail(name, "got None: did you forget to return or assign a value?")
     want = _as_tensor(expected)
@@ -46,22 +103,16 @@ def check_tensor(name: str, got, expected, *, atol: float = 1e-6, rtol: float = 
         _fail(name, f"wrong type: expected a tensor, got {type(got).__name__}")
     if tuple(have.shape) != tuple(want.shape):
         _fail(name, f"wrong shape: expected {tuple(want.shape)} got {tuple(have.shape)}")
+    if _dtype_kind(have) != _dtype_kind(want):
+        _fail(
+            name,
+            f"wrong dtype: expected {'an' if _dtype_kind(want) == 'integer' else 'a'} "
+            f"{_dtype_kind(want)} tensor ({want.dtype}) got {have.dtype}",
+        )
     have = have.detach().cpu()
     want = want.detach().cpu()
-    if want.is_floating_point() or have.is_floating_point():
-        if not have.is_floating_point():
-            _fail(name, f"wrong dtype: expected a floating-point tensor, got {have.dtype}")
-        diff = (have.double() - want.double()).abs()
-        limit = atol + rtol * want.double().abs()
-        bad = ~(diff <= limit)  # NaN counts as bad
-        if bool(bad.any()):
-            index = tuple(int(i) for i in torch.nonzero(bad)[0])
-            worst = float(diff.nan_to_num(nan=math.inf).max())
-            _fail(
-                name,
-                f"values off: max error {worst:.3g} (tolerance {atol:g}); first wrong at index "
-                f"{index}: expected {float(want[index]):.6g} got {float(have[index]):.6g}",
-            )
+    if want.is_floating_point() or want.is_complex():
+        _check_close(name, have, want, atol, rtol)
     else:
         bad = have != want
         if bool(bad.any()):
@@ -75,12 +126,38 @@ def check_tensor(name: str, got, expected, *, atol: float = 1e-6, rtol: float = 
     _passed(name, f"shape {tuple(want.shape)}")
 
 
+def _check_close(name: str, have: torch.Tensor, want: torch.Tensor, atol, rtol) -> None:
+    if want.is_complex():
+        have, want = torch.view_as_real(have), torch.view_as_real(want)
+    diff = (have.double() - want.double()).abs()
+    limit = atol + rtol * want.double().abs()
+    # NaN counts as bad; an infinity must be matched exactly (its tolerance would be infinite)
+    bad = ~(((diff <= limit) & torch.isfinite(want)) | (have == want))
+    if bool(bad.any()):
+        index = tuple(int(i) for i in torch.nonzero(bad)[0])
+        worst = float(diff.nan_to_num(nan=math.inf).max())
+        _fail(
+            name,
+            f"values off: max error {worst:.3g} (tolerance {atol:g}); first wrong at index "
+            f"{index}: expected {float(want[index]):.6g} got {float(have[index]):.6g}",
+        )
+
+
 def check_value(name: str, got, expected, *, rel_tol: float = 1e-6, abs_tol: float = 0.0) -> None:
     """Numbers (exact for ints, with tolerance for floats), strings, sequences and the rest."""
+
+    def run():
+        _check_value(name, got, expected, rel_tol=rel_tol, abs_tol=abs_tol)
+
+    if not _recorded("value", name, got, expected, run, rel_tol=rel_tol, abs_tol=abs_tol):
+        run()
+
+
+def _check_value(name: str, got, expected, *, rel_tol: float, abs_tol: float) -> None:
     if got is None and expected is not None:
         _fail(name, "got None: did you forget to return or assign a value?")
     if _as_tensor(expected) is not None:
-        check_tensor(name, got, expected, atol=abs_tol, rtol=rel_tol)
+        _check_tensor(name, got, expected, atol=abs_tol, rtol=rel_tol)
         return
     if isinstance(expected, bool) or isinstance(got, bool):
         if got is not expected:
@@ -96,33 +173,125 @@ def check_value(name: str, got, expected, *, rel_tol: float = 1e-6, abs_tol: flo
         if not math.isclose(got, expected, rel_tol=rel_tol, abs_tol=abs_tol):
             _fail(name, f"expected about {expected:.6g} got {got:.6g}")
     elif isinstance(expected, str):
-        if not isinstance(got, str):
-            _fail(name, f"wrong type: expected a str, got {type(got).__name__}")
-        if got != expected:
-            at = next(
-                (i for i, (a, b) in enumerate(zip(got, expected)) if a != b),
-                min(len(got), len(expected)),
-            )
-            _fail(name, f"strings differ at character {at}: expected {expected!r} got {got!r}")
+        _check_str(name, got, expected)
     elif isinstance(expected, (list, tuple)):
-        if not isinstance(got, (list, tuple)):
-            kind = type(expected).__name__
-            _fail(name, f"wrong type: expected a {kind}, got {type(got).__name__}")
-        if len(got) != len(expected):
-            _fail(name, f"wrong length: expected {len(expected)} got {len(got)}")
-        for i, (a, b) in enumerate(zip(got, expected)):
-            if a != b:
-                _fail(name, f"first difference at index {i}: expected {b!r} got {a!r}")
+        _check_sequence(name, got, expected)
     elif got != expected:
         _fail(name, f"expected {expected!r} got {got!r}")
     _passed(name)
 
 
-def check_true(name: str, condition: bool, message: str) -> None:
-    """Pass when ``condition`` holds, else fail with ``message`` (which says what to fix)."""
+def _check_str(name: str, got, expected: str) -> None:
+    if not isinstance(got, str):
+        _fail(name, f"wrong type: expected a str, got {type(got).__name__}")
+    if got != expected:
+        at = next(
+            (i for i, (a, b) in enumerate(zip(got, expected)) if a != b),
+            min(len(got), len(expected)),
+        )
+        _fail(name, f"strings differ at character {at}: expected {expected!r} got {got!r}")
+
+
+def _check_sequence(name: str, got, expected) -> None:
+    if not isinstance(got, (list, tuple)):
+        kind = type(expected).__name__
+        _fail(name, f"wrong type: expected a {kind}, got {type(got).__name__}")
+    if len(got) != len(expected):
+        _fail(name, f"wrong length: expected {len(expected)} got {len(got)}")
+    for i, (a, b) in enumerate(zip(got, expected)):
+        if a != b:
+            _fail(name, f"first difference at index {i}: expected {b!r} got {a!r}")
+
+
+def check_true(name: str, condition: bool, message: str, *, sanity: bool = False) -> None:
+    """Pass when ``condition`` holds, else fail with ``message`` (which says what to fix).
+
+    ``sanity=True`` says, when it passes, that this was only a plausibility check and the exact
+    value is graded separately (by a hidden test)."""
+    mode = recording.mode()
+    if mode == recording.RECORD:
+        got = recording.to_plain(condition)
+        recording.publish({"check": "true", "name": str(name), "got": got, "message": str(message)})
+    elif mode == recording.REFERENCE:
+        recording.publish({"check": "true", "name": str(name)})
     if not condition:
         _fail(name, message)
-    _passed(name)
+    if mode != recording.RECORD:
+        print(f"\u2705 {name}: {SANITY_NOTE}" if sanity else f"\u2705 {name}: correct")
+
+
+def check_type(name: str, value, kind: str) -> None:
+    """Pass when ``value`` is of ``kind`` (a key of TYPE_NAMES, e.g. ``"int"``). Only the type
+    is checked, and the passing line says so: the value is graded separately."""
+    if kind not in TYPE_NAMES:
+        raise ValueError(f"check_type: unknown kind {kind!r}; use one of {sorted(TYPE_NAMES)}")
+
+    def run():
+        _check_type(name, value, kind)
+
+    if not _recorded("type", name, value, kind, run):
+        run()
+
+
+def _check_type(name: str, value, kind: str) -> None:
+    wanted = TYPE_NAMES[kind]
+    if not _is_kind(value, kind):
+        _fail(name, f"wrong type: expected {wanted}, got {type(value).__name__} {value!r:.60}")
+    print(
+        f"\u2705 {name} is {wanted}: only its type is checked here; its value is graded when "
+        "you hand the lab in"
+    )
+
+
+def _is_kind(value, kind: str) -> bool:
+    if isinstance(value, bool):
+        return kind == "bool"
+    classes = {"int": (int, np.integer), "float": (float, np.floating), "number": (Number,)}
+    classes |= {"str": (str,), "list": (list,), "tuple": (tuple,), "dict": (dict,)}
+    classes |= {"tensor": (torch.Tensor, np.ndarray), "bool": (np.bool_,)}
+    return isinstance(value, classes[kind])
+
+
+def not_done_line(tb) -> str | None:
+    """The one-line message for a ``raise NotImplementedError()`` stub in a notebook cell, or
+    None when the exception came from anywhere else."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    line = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+    if line != "raise NotImplementedError()":
+        return None
+    marks = (EXERCISE_MARK.match(text) for text in linecache.getlines(code.co_filename))
+    number = next((m.group(1) for m in marks if m), None)
+    what = "its answer cell" if code.co_name == "<module>" else code.co_name
+    if number is None:
+        return f"\u274c {what} is not done yet: it still raises NotImplementedError"
+    return f"\u274c Exercise {number} is not done yet: {what} still raises NotImplementedError"
+
+
+def _show_not_done(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler for NotImplementedError: one line for a stub, else the usual
+    traceback. The cell still fails (an error output), so a grader scores it 0."""
+    line = not_done_line(tb) if not value.args else None
+    if line is None:
+        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    else:
+        stb = [line]
+    shell._showtraceback(etype, value, stb)  # IPython leaves showing it to the handler
+    return stb
+
+
+def _install_not_done_handler() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((NotImplementedError,), _show_not_done)
+
+
+_install_not_done_handler()
 
 
 def fresh_checks():

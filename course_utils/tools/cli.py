@@ -28,6 +28,8 @@ COMMANDS = {
                "check this environment and say how to fix what is missing"),
     "grade": ("course_utils.tools.grading", "configure",
               "autograde a folder of lab hand-ins into a CSV gradebook"),
+    "gradescope": ("course_utils.tools.gradescope", "configure",
+                   "write a Gradescope autograder bundle for a lab"),
     "labs": ("course_utils.tools.labs", "configure",
              "regenerate labs/ from solutions/, or check they are in sync"),
     "publish": ("course_utils.tools.publish", "configure",

@@ -1,0 +1,476 @@
+"""The worker side of grading: one hand-in (or the solution's reference run) through nbgrader's
+autograder, with its kernel in a sandbox.
+
+Autograde restores edited or deleted locked and test cells and puts the hidden tests back
+(OverwriteKernelspec, OverwriteCells), clears outputs, cuts the expected values out of the test
+cells (StripExpected, see :mod:`.verify`), executes with a per-cell timeout that interrupts the
+kernel and carries on (SandboxedExecute), limits the output and saves the scores. The kernel
+starts in an empty folder: it never sees the notebook file, whose restored cells hold the
+hidden tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+import zmq
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Integer, Unicode
+
+from ..engine.io import atomic_write_text
+from ..lessons import recording
+from . import sandbox as sandboxes
+from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
+from .repair import repair
+from .submissions import load_submission, wrong_lab_reason
+from .verify import cell_records, check_aliases, strip_expected
+
+IOPUB_TIMEOUT = 10  # seconds to wait for a cell's last output after its reply
+# seconds for a kernel to start: importing torch in two kernels at once on a busy 2-core box
+# took over nbclient's default 60 (CI)
+KERNEL_STARTUP_TIMEOUT = 240
+MAX_CELL_OUTPUT = 2_000_000  # bytes of output kept per cell; the rest is dropped
+MAX_CELL_RECORDS = 16_000_000  # bytes of check records kept per cell, counted apart
+MAX_MESSAGE_BYTES = 64 * 2**20  # a kernel message larger than this disconnects the kernel
+KERNEL_NAME = "course-grading"
+STUDENT = "student"  # the id inside each worker's private course directory
+KERNEL_DIED = "KernelDied"  # ename of the error put on cells the kernel did not live to run
+
+# What the usual nbgrader failures mean, put before their error line in the reason column.
+FAILURE_HINTS = {
+    "DeadKernelError": "the kernel died (the notebook exited, crashed or ran out of memory): ",
+    "CellTimeoutError": "a cell ran on after its timeout, ignoring the interrupt: ",
+}
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class StripExpected(NbGraderPreprocessor):
+    """Cut every check's expected value out of the test cells, so that the answer key never
+    reaches the hand-in's kernel; the grader compares the recorded values itself."""
+
+    def preprocess(self, nb, resources):
+        """Strip every graded test cell (the hidden tests are in them by now)."""
+        aliases = check_aliases([c.source for c in nb.cells if c.cell_type == "code"])
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                cell.source = strip_expected(cell.source, aliases)
+        return nb, resources
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, with the kernel in an empty folder, a cap on each cell's output, and
+    a kernel that dies (or will not stop) costing only the cells it did not run."""
+
+    kernel_cwd = Unicode("", help="the kernel's working directory").tag(config=True)
+    max_output_bytes = Integer(MAX_CELL_OUTPUT, help="output kept per cell").tag(config=True)
+
+    async def async_start_new_kernel(self, **kwargs):
+        if self.kernel_cwd:
+            kwargs["cwd"] = self.kernel_cwd
+        self.km.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        return await super().async_start_new_kernel(**kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._output_bytes: dict[tuple[int, bool], int] = {}
+        self._running = -1
+        try:
+            return super().preprocess(nb, resources, km)
+        except (DeadKernelError, CellTimeoutError) as exc:
+            if self._running < 0:  # it never ran a cell: nbgrader reports the failure
+                raise
+            mark_unrun(nb, self._running, f"{type(exc).__name__}: {str(exc).strip()[:200]}")
+            return nb, self.resources
+
+    def preprocess_cell(self, cell, resources, index):
+        self._running = index
+        return super().preprocess_cell(cell, resources, index)
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep an output while its cell is under the cap (check records have their own)."""
+        content = msg.get("content", {})
+        is_record = recording.MIME in (content.get("data") or {})
+        cap = MAX_CELL_RECORDS if is_record else self.max_output_bytes
+        key = (cell_index, is_record)  # check records have a budget of their own
+        used, size = self._output_bytes.get(key, 0), _message_size(content)
+        self._output_bytes[key] = used + size
+        if used + size <= cap:
+            return super().output(outs, msg, display_id, cell_index)
+        if used <= cap and not is_record:  # the first output over the cap: say so, once
+            note = f"\n[the grader kept only the first {cap:,} bytes of output]\n"
+            outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
+        return None
+
+
+def _message_size(content: dict) -> int:
+    parts = [content.get("text", "")] + list(content.get("traceback", []) or [])
+    data = content.get("data", {})
+    parts += [v if isinstance(v, str) else json.dumps(v) for v in data.values()]
+    return sum(len(p) for p in parts if isinstance(p, str))
+
+
+def mark_unrun(nb, index: int, why: str) -> None:
+    """After the kernel died (or would not stop) in cell ``index``: an error on that cell and on
+    every later code cell, so that no test it did not run counts as passed."""
+    for i, cell in enumerate(nb.cells):
+        if i < index or cell.cell_type != "code":
+            continue
+        text = f"the kernel died here ({why})" if i == index else "not run: the kernel had died"
+        error = nbformat.v4.new_output("error", ename=KERNEL_DIED, evalue=text, traceback=[text])
+        cell.outputs = [*cell.get("outputs", []), error] if i == index else [error]
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel: where it runs and what it sees
+
+
+def kernel_environment(job: dict) -> dict[str, str]:
+    """What every graded kernel gets, sandboxed or not: the checks' mode, a fixed hash seed (a
+    re-run gives the same results), a non-interactive plot backend, its share of the threads."""
+    threads = str(job.get("threads", 1))
+    return {
+        recording.MODE_ENV: job["mode"],
+        "PYTHONHASHSEED": "0",
+        "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+
+
+def configure_kernel(config, job: dict) -> None:
+    """Write this worker's kernel spec (bwrap around ipykernel, or ipykernel alone) and point
+    Execute and the kernel manager at it."""
+    home = Path(job["workdir"]) / "k"
+    sandboxes.prepare_home(home)
+    launch = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    env = kernel_environment(job)
+    spec = {"display_name": "graded hand-in", "language": "python"}
+    if job.get("sandbox"):
+        box = sandboxes.Sandbox(**job["sandbox"])
+        spec |= {
+            "argv": sandboxes.command_line(box, home, launch, env),
+            "interrupt_mode": "message",
+        }
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.connection_file = str(home / "runtime" / "kernel.json")
+        config.KernelManager.ip = str(home / "runtime" / "k")
+    else:
+        spec |= {"argv": launch, "env": env}
+        config.KernelManager.connection_file = str(home / "runtime" / "kernel.json")
+    kernels = Path(job["workdir"]) / "jupyter" / "kernels" / KERNEL_NAME
+    kernels.mkdir(parents=True, exist_ok=True)
+    (kernels / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+    os.environ["JUPYTER_PATH"] = str(Path(job["workdir"]) / "jupyter")
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+    os.environ["IPYTHONDIR"] = str(home / "home" / ".ipython")
+    config.Execute.kernel_name = KERNEL_NAME
+    config.SandboxedExecute.kernel_name = KERNEL_NAME
+    config.SandboxedExecute.kernel_cwd = str(home / "work")
+    config.SandboxedExecute.timeout = job["timeout"]
+    config.SandboxedExecute.iopub_timeout = IOPUB_TIMEOUT
+    config.SandboxedExecute.startup_timeout = KERNEL_STARTUP_TIMEOUT
+    config.SandboxedExecute.shutdown_kernel = "immediate"
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker entry points
+
+
+def worker_process(workdir: str) -> None:
+    """Do the job in ``workdir/job.json`` and write ``workdir/result.json``. If this raises, the
+    worker exits with 1 and the parent reports the last line of its log."""
+    job = json.loads((Path(workdir) / "job.json").read_text(encoding="utf-8"))
+    result = (
+        reference_in_worker(job) if job["mode"] == recording.REFERENCE else grade_in_worker(job)
+    )
+    atomic_write_text(Path(workdir) / "result.json", json.dumps(result))
+
+
+def grade_in_worker(job: dict) -> dict:
+    """Check the file is a notebook of this lab, repair it, autograde it, read what it did."""
+    nb, status, reason = load_submission(Path(job["submission"]))
+    if status:
+        return {"status": status, "reason": reason}
+    release = nbformat.read(job["release"], as_version=4)
+    if reason := wrong_lab_reason(nb, release, job["lab"]):
+        return {"status": WRONG_LAB, "reason": reason}
+    nb, notes = repair(nb, release)
+    db_url = f"sqlite:///{Path(job['workdir']) / 'gradebook.db'}"
+    shutil.copyfile(job["db"], Path(job["workdir"]) / "gradebook.db")
+    notes = restored_cells(nb, release, db_url, job["lab"]) + notes
+    course = Path(job["workdir"]) / "course"
+    submitted = course / "submitted" / STUDENT / job["lab"]
+    submitted.mkdir(parents=True)
+    nbformat.write(complete_kernelspec(nb), submitted / f"{job['lab']}.ipynb")
+    if failure := autograde(course, db_url, job):
+        return {"status": ERROR, "reason": failure}
+    graded = nbformat.read(
+        course / "autograded" / STUDENT / job["lab"] / f"{job['lab']}.ipynb", as_version=4
+    )
+    feedback, timeouts, records = read_feedback(graded, test_cells(release), job["timeout"])
+    notes = kernel_notes(graded) + notes
+    if timeouts:
+        notes.insert(0, f"timed out after {job['timeout']} s: {', '.join(timeouts)}")
+    return {
+        "status": GRADED,
+        "reason": "; ".join(notes),
+        "scores": read_scores(db_url, job["lab"]),
+        "feedback": feedback,
+        "records": records,
+    }
+
+
+def reference_in_worker(job: dict) -> dict:
+    """Run the solution with the checks in reference mode: every check must pass, and each
+    test cell's records are what hand-ins are compared with."""
+    from traitlets.config import Config
+
+    nb = nbformat.read(job["solution"], as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    config = Config()
+    configure_kernel(config, job)
+    executor = SandboxedExecute(config=config)
+    executor.preprocess(nb, {"metadata": {"path": str(Path(job["workdir"]) / "k" / "work")}})
+    tests = test_cells(nb)
+    for index, cell in enumerate(nb.cells, start=1):
+        message = (
+            cell_message(cell, job["timeout"], graded=False) if cell.cell_type == "code" else ""
+        )
+        if message:
+            where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+            return {"status": ERROR, "reason": f"the solution fails in {where}: {message}"}
+    records = {c.metadata.nbgrader["grade_id"]: cell_records(c) for c in nb.cells if _is_test(c)}
+    return {"status": GRADED, "records": records, "tests": tests}
+
+
+def _is_test(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution") and cell.cell_type == "code"
+
+
+def test_cells(nb) -> dict[str, float]:
+    """grade_id -> points of the autograded test cells (grade cells that are not answers)."""
+    return {c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader.get("points", 0))
+            for c in nb.cells if _is_test(c)}  # fmt: skip
+
+
+def complete_kernelspec(nb):
+    """Give the kernelspec a display_name when a hand-in lacks one.
+
+    nbconvert validates the notebook after every nbgrader preprocessor, and the notebook schema
+    requires a display_name whenever there is a kernelspec; without one nbgrader fails."""
+    kernelspec = nb.metadata.get("kernelspec")
+    if isinstance(kernelspec, dict) and "display_name" not in kernelspec:
+        kernelspec["display_name"] = str(kernelspec.get("name", "python3"))
+    return nb
+
+
+def restored_cells(nb, release, db_url: str, lab: str) -> list[str]:
+    """Notes naming the locked cells (tests, instructions) the student edited or deleted; nbgrader
+    puts them back. A cell counts as edited when its checksum matches neither the lab's nor the
+    solution's (the solution's test cells carry the hidden tests)."""
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import compute_checksum
+
+    with Gradebook(db_url) as gb:
+        source = {c.name: c.checksum for c in gb.find_notebook(lab, lab).source_cells}
+    cells = {}
+    for cell in nb.cells:
+        cells.setdefault(cell.metadata.get("nbgrader", {}).get("grade_id"), cell)
+    edited, deleted = [], []
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("locked"):
+            continue
+        theirs = cells.get(meta["grade_id"])
+        if theirs is None:
+            deleted.append(meta["grade_id"])
+            continue
+        try:
+            checksum = compute_checksum(theirs)
+        except Exception:  # metadata mangled beyond checksumming: it was edited
+            checksum = None
+        if checksum not in (meta.get("checksum"), source.get(meta["grade_id"])):
+            edited.append(meta["grade_id"])
+    notes = [f"restored edited cells: {', '.join(edited)}"] * bool(edited)
+    return notes + [f"restored deleted cells: {', '.join(deleted)}"] * bool(deleted)
+
+
+def kernel_notes(nb) -> list[str]:
+    """A note naming the cell the kernel died in, if it died."""
+    for index, cell in enumerate(nb.cells, start=1):
+        for output in cell.get("outputs", []):
+            if output.get("ename") == KERNEL_DIED and output.get("evalue", "").startswith("the"):
+                where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+                return [f"the kernel died in {where}; the cells after it did not run"]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# nbgrader
+
+
+@contextmanager
+def captured_log(logger: logging.Logger, quiet: bool = True) -> Iterator[list[logging.LogRecord]]:
+    """Collect a logger's warnings and errors (nbgrader logs a failure's traceback, then raises a
+    generic NbGraderException); ``quiet`` also keeps them off the console."""
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Collect(level=logging.WARNING)
+    old_level, old_propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    if quiet:
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        logger.propagate = old_propagate
+
+
+def failure_line(records: list[logging.LogRecord], exc: Exception) -> str:
+    """The exception line of the last traceback nbgrader logged, else ``exc`` itself."""
+    for record in reversed(records):
+        message = record.getMessage()
+        if message.startswith("Traceback (most recent call last)"):
+            return exception_line(message)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def exception_line(traceback_text: str) -> str:
+    """``Name: message`` from a formatted traceback: the first unindented line after its last
+    frame."""
+    lines = ANSI.sub("", traceback_text).rstrip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    for line in lines[frames[-1] + 1 if frames else 0 :]:
+        if line and not line.startswith(" "):
+            return line
+    return lines[-1] if lines else ""
+
+
+def autograde(course: Path, db_url: str, job: dict) -> str:
+    """Run nbgrader's Autograde converter on the one submission in ``course``: "" on success,
+    else the error line."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        IgnorePattern,
+        LimitOutput,
+        SaveAutoGrades,
+    )
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.db_url = db_url
+    config.CourseDirectory.assignment_id = job["lab"]
+    config.CourseDirectory.student_id = STUDENT
+    config.OverwriteCells.add_missing_cells = True  # deleted test cells come back, and run
+    config.Autograde.autograde_preprocessors = [
+        StripExpected, SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    ]  # fmt: skip
+    configure_kernel(config, job)
+    app = Autograde(coursedir=CourseDirectory(config=config), config=config)
+    app.force = True
+    app.create_student = True
+    with captured_log(app.log, quiet=False) as records:  # the worker's log keeps them
+        try:
+            app.start()
+        except Exception as exc:
+            line = failure_line(records, exc)
+            hint = next((h for name, h in FAILURE_HINTS.items() if name in line), "")
+            return f"nbgrader could not grade it: {hint}{line}"
+    return ""
+
+
+def read_scores(db_url: str, lab: str) -> dict[str, float]:
+    """The points autograde saved for each grade cell, from the worker's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        notebook = gb.find_submission_notebook(lab, lab, STUDENT)
+        return {grade.name: float(grade.score or 0.0) for grade in notebook.grades}
+
+
+def read_feedback(nb, tests: dict[str, float], timeout: int):
+    """Per test cell: its message and (truncated) output, the problems of the cells run since the
+    previous test (an answer that raised or timed out), and its check records. Also the cells
+    that timed out."""
+    feedback: dict[str, dict] = {}
+    records: dict[str, list[dict]] = {}
+    timeouts: list[str] = []
+    before: list[str] = []
+    for index, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code":
+            continue
+        name = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        message = cell_message(cell, timeout, graded=name in tests)
+        if any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])):
+            timeouts.append(name)
+        if name in tests:
+            output = truncate(output_text(cell))
+            feedback[name] = {"message": message or "passed", "output": output, "before": before}
+            records[name] = cell_records(cell)
+            before = []
+        elif message:
+            before.append(f"{name}: {message}")
+    return feedback, timeouts, records
+
+
+def cell_message(cell, timeout: int, graded: bool) -> str:
+    """One line saying why a cell failed ("" if it did not): the CheckFailed text or a one-line
+    traceback (a stub), a timeout, the error's last line, or, in a test cell, stderr output
+    (nbgrader scores it as a failure)."""
+    outputs = cell.get("outputs", [])
+    errors = [o for o in outputs if o.output_type == "error"]
+    if any(e.get("ename") == "CellTimeoutError" for e in errors):
+        return f"timed out after {timeout} s and was interrupted"
+    if errors:
+        name, value = errors[0].get("ename", "Error"), str(errors[0].get("evalue", ""))
+        traceback = [ANSI.sub("", line) for line in errors[0].get("traceback", [])]
+        if name == "CheckFailed":
+            return one_line(f"\u274c {value}", MAX_MESSAGE_CHARS)
+        if len(traceback) == 1 and traceback[0].startswith("\u274c"):
+            return one_line(traceback[0], MAX_MESSAGE_CHARS)
+        return one_line(f"{name}: {value}" if value.strip() else name, MAX_MESSAGE_CHARS)
+    stderr = [o.text for o in outputs if o.output_type == "stream" and o.name == "stderr"]
+    if stderr and graded:
+        first = next((line for line in "".join(stderr).splitlines() if line.strip()), "")
+        return one_line(f"wrote to stderr, which counts as a failure: {first}", MAX_MESSAGE_CHARS)
+    return ""
+
+
+def output_text(cell) -> str:
+    """What a cell printed (streams and plain-text results, without colours). Not tracebacks:
+    the message line says what failed, and a traceback would show the hidden tests' code."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.output_type == "stream":
+            parts.append(output.text)
+        elif output.output_type in ("execute_result", "display_data"):
+            if "text/plain" in output.get("data", {}):
+                parts.append(output["data"]["text/plain"] + "\n")
+    return ANSI.sub("", "".join(parts)).rstrip("\n")

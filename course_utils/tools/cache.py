@@ -1,0 +1,74 @@
+"""Per-hand-in results kept next to the gradebook, so that a run stopped half-way (Ctrl-C, a
+crash, ``kill -9``) picks up where it stopped: the same command grades only what is missing.
+
+A result is stored under a key made of everything it depends on: the hand-in's bytes, the
+solution's bytes, the grading options and the grader's own source. Change any of them and the
+hand-in is graded again. Each file is written atomically, so a result is whole or absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from ..engine.io import atomic_write_text
+from .gradebook import Result
+
+CACHE_VERSION = "1"
+
+
+def grader_fingerprint() -> str:
+    """A hash of the course package's Python source: a changed grader or check is a new key."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(CACHE_VERSION.encode())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_key(solution: Path, options: dict) -> str:
+    """The key shared by every hand-in of one grading run: solution, options, grader."""
+    digest = hashlib.sha256(solution.read_bytes())
+    digest.update(json.dumps(options, sort_keys=True).encode())
+    digest.update(grader_fingerprint().encode())
+    return digest.hexdigest()[:20]
+
+
+class ResultCache:
+    """Results of one run's key in ``folder/<key>/``; other keys' folders are removed."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder = Path(folder) / key
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for other in Path(folder).iterdir():
+            if other.is_dir() and other.name != key:
+                shutil.rmtree(other, ignore_errors=True)
+        for leftover in self.folder.glob(".*.tmp"):  # a write cut short by kill -9
+            leftover.unlink(missing_ok=True)
+
+    def _path(self, student: str, content: bytes) -> Path:
+        digest = hashlib.sha256(student.encode() + b"\0" + content).hexdigest()[:24]
+        return self.folder / f"{digest}.json"
+
+    def get(self, student: str, content: bytes) -> Result | None:
+        try:
+            data = json.loads(self._path(student, content).read_text(encoding="utf-8"))
+            return Result(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def put(self, student: str, content: bytes, result: Result) -> None:
+        text = json.dumps(result.to_json(), sort_keys=True)
+        atomic_write_text(self._path(student, content), text)
+
+    def get_reference(self):
+        try:
+            return json.loads((self.folder / "reference.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def put_reference(self, reference: dict) -> None:
+        atomic_write_text(self.folder / "reference.json", json.dumps(reference, sort_keys=True))

@@ -1,0 +1,203 @@
+"""Gradescope autograder bundles: the course's grader, packed as Gradescope expects.
+
+``python -m course_utils gradescope LAB --out autograder.zip`` writes a zip with:
+
+* ``setup.sh``: run once by Gradescope when it builds the image (as root): installs Python,
+  bubblewrap, a CPU-only torch and the course with its instructor extra into ``/autograder/venv``;
+* ``run_autograder``: run for each submission; grades ``/autograder/submission/`` (the notebook
+  the student uploaded) with ``python -m course_utils gradescope --run-in /autograder`` and
+  writes ``/autograder/results/results.json``: the score and one test per graded cell, with its
+  points, maximum and feedback;
+* ``course/``: the course package's source (no notebooks), ``lab/LAB.ipynb`` (the solution,
+  which the sandbox keeps out of the hand-in's reach) and ``settings.json`` (the grading options).
+
+``AUTOGRADER_ROOT`` and ``AUTOGRADER_PYTHON`` point ``run_autograder`` at another tree and
+Python, which is how it is tested on a fake ``/autograder`` in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..engine.io import atomic_write_bytes, atomic_write_text
+from . import sandbox as sandboxes
+from .gradebook import GRADED, Result, total, truncate
+
+EXAMPLE = "python -m course_utils gradescope 01_tokens_and_embeddings --out autograder.zip"
+PACKAGE = Path(__file__).resolve().parents[1]
+SUBMITTER = "submission"
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image.
+set -euo pipefail
+cd /autograder/source
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends bubblewrap python3 python3-venv python3-pip
+PYTHON=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  apt-get install -y --no-install-recommends python3.11 python3.11-venv
+  PYTHON=python3.11
+fi
+"$PYTHON" -m venv /autograder/venv
+/autograder/venv/bin/pip install --upgrade pip
+# a CPU-only torch first, so the course's requirement keeps it (no multi-GB CUDA build)
+/autograder/venv/bin/pip install "torch>=2.4,<3" --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install "./course[instructor]"
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for each submission: grade /autograder/submission, write results.json.
+set -uo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
+exec "$PYTHON" -m course_utils gradescope --run-in "$ROOT"
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``gradescope`` command's arguments; ``func`` runs it."""
+    parser.description = (
+        "Write a Gradescope autograder bundle for a lab (or, inside Gradescope, run it)."
+    )
+    parser.epilog = f"example: {EXAMPLE}"
+    parser.add_argument(
+        "lab", nargs="?", help="lab name (solutions/LAB.ipynb) or path to its solution"
+    )
+    parser.add_argument("--out", type=Path, help="the autograder zip to write")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
+    parser.add_argument(
+        "--memory", default="4G", help="memory cap per sandboxed process (default 4G)"
+    )
+    parser.add_argument(
+        "--no-sandbox", action="store_true",
+        help="grade without bubblewrap inside Gradescope: a submission can then read the "
+        "solution shipped in the bundle",
+    )  # fmt: skip
+    parser.add_argument(
+        "--run-in", type=Path, metavar="ROOT",
+        help="grade ROOT/submission into ROOT/results/results.json (what run_autograder does)",
+    )  # fmt: skip
+    parser.set_defaults(func=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_utils gradescope``: 0 when the bundle (or results.json) is written."""
+    parser = configure(argparse.ArgumentParser(prog="python -m course_utils gradescope"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the bundle, or with ``--run-in`` grade inside Gradescope."""
+    from .grading import UsageError, resolve_lab
+
+    if args.run_in:
+        return run_in(args.run_in)
+    try:
+        if not args.lab or not args.out:
+            raise UsageError(f"pass a lab and --out, for example: {EXAMPLE}")
+        sandboxes.parse_memory(args.memory)
+        build(resolve_lab(args.lab), args.out, settings_of(args))
+    except (UsageError, ValueError) as problem:
+        print(f"gradescope: error: {problem}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out}: upload it as the autograder of {Path(args.lab).stem}")
+    return 0
+
+
+def settings_of(args: argparse.Namespace) -> dict:
+    return {"timeout": args.timeout, "memory": args.memory, "sandbox": not args.no_sandbox}
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the bundle
+
+
+def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))  # the same bytes every time
+    info.external_attr = (0o755 if executable else 0o644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    bundle.writestr(info, data)
+
+
+def course_files() -> list[tuple[str, Path]]:
+    """(name in the bundle, file) for the course package's source: what ``pip install`` needs."""
+    checkout = PACKAGE.parent
+    files = [("course/pyproject.toml", checkout / "pyproject.toml")]
+    files += [("course/README.md", checkout / "README.md")]
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".json"):
+            files.append((f"course/{path.relative_to(checkout).as_posix()}", path))
+    return files
+
+
+def build(solution: Path, out: Path, settings: dict) -> None:
+    """Write the autograder zip for ``solution`` to ``out`` (atomically)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        _add(bundle, "setup.sh", SETUP_SH.encode(), executable=True)
+        _add(bundle, "run_autograder", RUN_AUTOGRADER.encode(), executable=True)
+        for name, path in course_files():
+            _add(bundle, name, path.read_bytes())
+        _add(bundle, f"lab/{solution.stem}.ipynb", solution.read_bytes())
+        info = {"lab": solution.stem, **settings}
+        _add(bundle, "settings.json", json.dumps(info, indent=1, sort_keys=True).encode())
+    atomic_write_bytes(out, buffer.getvalue())
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside Gradescope
+
+
+def run_in(root: Path) -> int:
+    """Grade ``root/submission`` with the bundle in ``root/source``; write results.json."""
+    from .grading import Settings, UsageError, grade
+
+    results_file = root / "results" / "results.json"
+    settings = json.loads((root / "source" / "settings.json").read_text(encoding="utf-8"))
+    solution = root / "source" / "lab" / f"{settings['lab']}.ipynb"
+    try:
+        box = None
+        if settings["sandbox"]:
+            box = sandboxes.check_sandbox(sandboxes.parse_memory(settings["memory"]))
+        with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
+            folder = Path(tmp) / "subs" / SUBMITTER
+            shutil.copytree(root / "submission", folder)
+            limits = Settings(timeout=settings["timeout"], sandbox=box, threads=1)
+            rows, lab = grade(solution, folder.parent, settings=limits, log=print)
+    except (sandboxes.SandboxUnavailable, UsageError) as problem:
+        message = f"The autograder could not grade this submission: {problem}"
+        atomic_write_text(results_file, json.dumps({"score": 0, "output": message, "tests": []}))
+        print(message, file=sys.stderr)
+        return 1
+    atomic_write_text(results_file, json.dumps(results_json(rows[0], lab), indent=1))
+    return 0
+
+
+def results_json(result: Result, lab) -> dict:
+    """Gradescope's results.json for one graded hand-in: a test per graded cell."""
+    tests = []
+    for test, points in lab.tests.items():
+        info = result.feedback.get(test, {})
+        lines = [info.get("message", "not run" if result.status == GRADED else result.reason)]
+        lines += [f"before it: {problem}" for problem in info.get("before", [])]
+        if info.get("output"):
+            lines += ["", truncate(info["output"])]
+        tests.append({"name": test, "score": result.scores.get(test, 0.0), "max_score": points,
+                      "output": "\n".join(lines), "visibility": "visible"})  # fmt: skip
+    summary = (
+        result.reason
+        if result.status == GRADED
+        else f"Not graded ({result.status}): {result.reason}"
+    )
+    return {"score": total(result, lab), "output": summary, "tests": tests,
+            "visibility": "visible", "stdout_visibility": "hidden"}  # fmt: skip

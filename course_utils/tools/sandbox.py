@@ -1,0 +1,207 @@
+"""A bubblewrap sandbox for each graded kernel: the hand-in sees a read-only system, Python and
+course package, writes only in its own folder, has no network, and dies with its grading.
+
+bubblewrap (``bwrap``, the sandbox Flatpak uses) needs no daemon and no root where the kernel
+allows user namespaces. Each kernel gets new user, PID, network, IPC and UTS namespaces, so
+every process a hand-in starts lives in its PID namespace and is killed with it. It sees:
+
+* read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), the few ``/etc`` files the dynamic
+  linker and Python read, the Python installation, the virtual environment and the
+  ``course_utils`` package folder, nothing else of the course checkout (no ``solutions/``) and
+  nothing of the instructor's home (the binds of the interpreter and the environment excepted);
+* writable: a private ``/tmp`` in memory, capped, which holds its working directory and
+  ``HOME``, and its own folder on the host (``home/runtime``: the kernel's connection file and
+  sockets), where no file may grow past a cap;
+* a cleared environment (the instructor's variables, tokens included, stay outside) and a
+  per-process memory cap (``RLIMIT_AS``, set by ``ulimit -v`` before bwrap starts).
+
+The kernel talks to the grader over Unix sockets in its folder (ZeroMQ's ``ipc`` transport),
+since it has no network, and is interrupted by a message, not a signal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf "
+    "install bubblewrap`; Arch: `sudo pacman -S bubblewrap`), or pass --no-sandbox to grade "
+    "without one (the hand-ins' code then runs as you, with your files in reach)"
+)
+# /etc files a Python kernel reads: the dynamic linker's cache, time zone, name service, fonts.
+ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "fonts"]
+SYSTEM_LINKS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"]
+TMP_BYTES = {"/tmp": 256 * 2**20, "/dev/shm": 64 * 2**20}  # the sandbox's own, in memory
+MAX_FILE_BYTES = 64 * 2**20  # per file written on the host (the runtime folder)
+WORKDIR = "/tmp/work"  # the kernel's working directory: empty
+UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+class SandboxUnavailable(Exception):
+    """bubblewrap is missing or cannot run here; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How to start sandboxed kernels: the bwrap binary and the memory cap per process."""
+
+    bwrap: str
+    memory: int  # bytes
+
+
+def parse_memory(text: str) -> int:
+    """Bytes from ``4G``, ``512M``, ``2.5G`` or a plain number of bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not match:
+        raise ValueError(f"cannot read {text!r} as a memory size; write it like 4G or 512M")
+    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
+
+
+def format_memory(size: int) -> str:
+    for unit in ("T", "G", "M", "K"):
+        if size >= UNITS[unit] and size % UNITS[unit] == 0:
+            return f"{size // UNITS[unit]}{unit}"
+    return f"{size / 2**30:.1f}G" if size >= 2**30 else str(size)
+
+
+def default_memory(jobs: int) -> int:
+    """A fair share of this machine for one kernel: 80% of its memory split between the jobs,
+    rounded down to 256 MiB and at least 1 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 2**30
+    share = int(total * 0.8) // max(jobs, 1)
+    return max(2**30, share // 2**28 * 2**28)
+
+
+def find_bwrap() -> str:
+    """The bwrap binary, or SandboxUnavailable saying why there is none."""
+    if not sys.platform.startswith("linux"):
+        raise SandboxUnavailable(
+            f"the grading sandbox (bubblewrap) runs on Linux only, not on {sys.platform}; grade "
+            "on a Linux machine or in a Linux VM or container, or pass --no-sandbox to grade "
+            "without one (the hand-ins' code then runs as you, with your files in reach)"
+        )
+    found = shutil.which("bwrap")
+    if not found:
+        raise SandboxUnavailable(f"bwrap is not on PATH: {INSTALL_HINT}")
+    return found
+
+
+def check_sandbox(memory: int) -> Sandbox:
+    """A Sandbox that has just run a command, or SandboxUnavailable with bwrap's own error and
+    what to do about it."""
+    sandbox = Sandbox(find_bwrap(), memory)
+    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"course-sandbox-probe-{os.getpid()}"
+    probe.mkdir(parents=True, exist_ok=True)
+    try:
+        command = command_line(sandbox, probe, [sys.executable, "-c", "pass"])
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailable(f"bwrap could not start: {exc}; {INSTALL_HINT}") from None
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    if done.returncode != 0:
+        error = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SandboxUnavailable(f"bwrap cannot run here ({error}); {_namespace_hint(error)}")
+    return sandbox
+
+
+def _namespace_hint(error: str) -> str:
+    if "namespace" in error.lower() or "permission" in error.lower():
+        return (
+            "user namespaces are probably disabled: allow them (`sudo sysctl -w "
+            "kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 also `sudo sysctl -w "
+            "kernel.apparmor_restrict_unprivileged_userns=0`), run in a container that allows "
+            "them, or pass --no-sandbox to grade without a sandbox"
+        )
+    return INSTALL_HINT
+
+
+def read_only_paths() -> list[Path]:
+    """Host folders the kernel needs to read: the Python installation, the environment and its
+    packages, and the course package itself (never the checkout around it)."""
+    import course_utils
+
+    candidates = [
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        sys.prefix,
+        sys.exec_prefix,
+        *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
+        Path(course_utils.__file__).parent,
+    ]
+    paths = sorted({Path(p).resolve() for p in candidates if p and Path(p).exists()})
+    # a folder inside another one is bound with it already
+    return [p for p in paths if not any(q != p and q in p.parents for q in paths)]
+
+
+def bwrap_arguments(sandbox: Sandbox, home: Path, env: dict[str, str]) -> list[str]:
+    """bwrap's options for a kernel whose own (writable) folder is ``home``, with ``env`` on
+    top of the sandbox's own environment."""
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for name in SYSTEM_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for path in read_only_paths():
+        if not str(path).startswith("/usr/"):
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for tmp, size in TMP_BYTES.items():  # in memory, so capped
+        args += ["--size", str(size), "--tmpfs", tmp]
+    args += ["--dir", WORKDIR, "--dir", "/tmp/home", "--chdir", WORKDIR]
+    args += ["--bind", str(home / "runtime"), str(home / "runtime")]
+    # bwrap's own root and /dev are tmpfs without a size cap: read-only (devices still work)
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    args += ["--clearenv"]
+    for name, value in (sandbox_environment() | env).items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def sandbox_environment() -> dict[str, str]:
+    """All the environment a sandboxed kernel gets."""
+    scripts = sysconfig.get_path("scripts")
+    return {
+        "PATH": os.pathsep.join([scripts, "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": "/tmp/home",
+        "TMPDIR": "/tmp",
+        "USER": "student",
+        "LOGNAME": "student",
+        "LANG": "C.UTF-8",
+        "IPYTHONDIR": "/tmp/home/.ipython",
+        "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def prepare_home(home: Path) -> None:
+    """The kernel's own folder on the host: ``runtime`` (connection file, sockets) and ``work``
+    (the working directory of an unsandboxed kernel)."""
+    for name in ("runtime", "work", "home"):
+        (home / name).mkdir(parents=True, exist_ok=True)
+
+
+def command_line(
+    sandbox: Sandbox, home: Path, command: list[str], env: dict[str, str] | None = None
+) -> list[str]:
+    """``command`` run in a fresh sandbox whose own folder is ``home``, under the memory cap."""
+    prepare_home(home)
+    kib = max(sandbox.memory // 1024, 1)
+    cap = f'ulimit -v {kib} && ulimit -f {MAX_FILE_BYTES // 512} && exec "$@"'
+    options = bwrap_arguments(sandbox, home, env or {})
+    return ["/bin/sh", "-c", cap, "sh", sandbox.bwrap, *options, "--", *command]

@@ -1,0 +1,346 @@
+"""The grading sandbox: a hand-in cannot read the answer key, the course or the instructor's
+environment, write outside its own folder, reach the network, outlive its grading or take more
+memory than its cap. Each attack is shown to work without the sandbox where that is safe to try.
+"""
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from grading_helpers import (
+    FULL,
+    answered,
+    feedback_of,
+    grade_folder_in_a_new_process,
+    lab,
+    points,
+    save,
+    solved,
+)
+
+import course_utils
+from course_utils.tools import grading, sandbox
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox is Linux only"
+)
+
+SECRET_ENV = "COURSE_TEST_SECRET_TOKEN"
+SECRET = {SECRET_ENV: "s3cr3t"}  # in the grader's environment while it grades
+PACKAGE = Path(course_utils.__file__).resolve().parent
+CHECKS_FILE = PACKAGE / "lessons" / "checks.py"
+
+# Finds every notebook with answers it can reach (the course checkout around the installed
+# package, the home folder) and runs the answers of the lab's answer cells.
+ANSWER_KEY = """import json
+import os
+from pathlib import Path
+
+import course_utils
+
+checkout = Path(course_utils.__file__).resolve().parents[1]
+found = [*checkout.glob("*/*.ipynb"), *checkout.glob("tests/*/*/*.ipynb")]
+found += [*Path.home().glob("*/*.ipynb"), *Path(os.environ.get("HOME", "/")).glob("*.ipynb")]
+answers = {}
+for path in found:
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        continue
+    for c in cells:
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        text = "".join(c["source"])
+        if meta.get("solution") and "BEGIN SOLUTION" in text:
+            answers.setdefault(meta["grade_id"], text)
+for grade_id in ("ex1_answer", "ex2_answer", "ex3_answer"):
+    if grade_id in answers:
+        exec(answers[grade_id])"""
+
+ENV_SECRET = f"""import os
+
+
+def count_tokens(text):
+    assert "{SECRET_ENV}" not in os.environ, "the instructor's environment leaked in"
+    return len(text.split())"""
+
+
+def writer(targets):
+    return f"""from pathlib import Path
+
+written = []
+for target in {[str(t) for t in targets]!r}:
+    try:
+        Path(target).write_text("written by a hand-in")
+        written.append(target)
+    except OSError:
+        pass
+Path("mine.txt").write_text("my own folder is writable")
+Path("/tmp/mine.txt").write_text("so is my private /tmp")
+
+
+def count_tokens(text):
+    assert not written, written
+    return len(text.split())"""
+
+
+def network(port):
+    return f"""import socket
+
+
+def count_tokens(text):
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+        reached = True
+    except OSError:
+        reached = False
+    assert not reached, "reached the grader's machine over the network"
+    return len(text.split())"""
+
+
+def orphan(marker):
+    return f"""import subprocess
+import sys
+import time
+
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(300)", "{marker}"],
+    start_new_session=True,
+    env={{}},
+)
+time.sleep(0.5)
+
+
+def count_tokens(text):
+    assert child.poll() is None, "the child did not start"
+    return len(text.split())"""
+
+
+def answer_key_hand_in():
+    """Every answer cell runs the answers it finds."""
+    return answered(lab(), **dict.fromkeys(["ex1_answer", "ex2_answer", "ex3_answer"], ANSWER_KEY))
+
+
+HOG = """hoard = bytearray(3 * 2**30)  # over the 2G cap
+
+
+def count_tokens(text):
+    return len(text.split())"""
+
+FLOOD = """import torch
+
+
+def one_hot(ids, vocab_size):
+    print("x" * 3_000_000)
+    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+
+
+class Listener:
+    """A TCP server on the grader's loopback that counts who connects."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+
+def sandbox_processes(marker):
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if marker in (process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+@pytest.fixture(scope="module")
+def attacks(tmp_path_factory):
+    """The hand-ins, and what the host looks like before grading them."""
+    root = tmp_path_factory.mktemp("sandbox")
+    subs = root / "submissions"
+    targets = [PACKAGE / "pwned.txt", Path(sys.prefix) / "pwned.txt", root / "pwned.txt"]
+    targets += [PACKAGE.parent / "pwned.txt", Path.home() / "pwned-by-a-hand-in.txt"]
+    listener, marker = Listener(), f"course-orphan-{uuid.uuid4().hex}"
+    save(solved(lab()), subs / "honest.ipynb")
+    save(answer_key_hand_in(), subs / "answer_key.ipynb")
+    for name, source in [
+        ("env_secret", ENV_SECRET),
+        ("writer", writer(targets)),
+        ("network", network(listener.port)),
+        ("orphan", orphan(marker)),
+        ("hog", HOG),
+    ]:
+        nb = answered(solved(lab(), "ex2_answer", "ex3_answer"), ex1_answer=source)
+        save(nb, subs / f"{name}.ipynb")
+    save(
+        answered(solved(lab(), "ex1_answer", "ex2_answer"), ex3_answer=FLOOD), subs / "flood.ipynb"
+    )
+    return {"root": root, "targets": targets, "listener": listener, "marker": marker}
+
+
+@pytest.fixture(scope="module")
+def sandboxed(attacks):
+    """All the hand-ins graded in the sandbox, with a secret in the grader's environment."""
+    checks_before = hashlib.sha256(CHECKS_FILE.read_bytes()).hexdigest()
+    run = grade_folder_in_a_new_process(attacks["root"], "--memory", "2G", env=SECRET)
+    return {**run, "checks_before": checks_before}
+
+
+@pytest.fixture(scope="module")
+def unsandboxed(tmp_path_factory):
+    """The two attacks that are safe to try without the sandbox, graded with --no-sandbox."""
+    root = tmp_path_factory.mktemp("unsandboxed")
+    save(answer_key_hand_in(), root / "submissions" / "answer_key.ipynb")
+    env = answered(solved(lab(), "ex2_answer", "ex3_answer"), ex1_answer=ENV_SECRET)
+    save(env, root / "submissions" / "env_secret.ipynb")
+    return grade_folder_in_a_new_process(root, "--no-sandbox", env=SECRET)
+
+
+def test_the_honest_hand_in_gets_full_marks_in_the_sandbox(sandboxed):
+    assert sandboxed["code"] == 0, sandboxed["stderr"][-2000:]
+    assert points(sandboxed["rows"]["honest"]) == FULL
+
+
+def test_a_hand_in_cannot_reach_the_answer_key(sandboxed, unsandboxed):
+    # unsandboxed, it finds the solution in the checkout and runs its answers: full marks
+    assert points(unsandboxed["rows"]["answer_key"]) == FULL
+    assert points(sandboxed["rows"]["answer_key"]) == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
+
+
+def test_a_hand_in_cannot_read_the_instructors_environment(sandboxed, unsandboxed):
+    assert points(unsandboxed["rows"]["env_secret"])["ex1_test"] == 0
+    assert points(sandboxed["rows"]["env_secret"]) == FULL
+
+
+def test_a_hand_in_writes_only_in_its_own_folder(sandboxed, attacks):
+    assert points(sandboxed["rows"]["writer"]) == FULL  # its own folder and /tmp worked
+    assert [t for t in attacks["targets"] if t.exists()] == []
+    assert hashlib.sha256(CHECKS_FILE.read_bytes()).hexdigest() == sandboxed["checks_before"]
+
+
+def test_a_hand_in_has_no_network(sandboxed, attacks):
+    assert points(sandboxed["rows"]["network"]) == FULL
+    assert attacks["listener"].connections == 0
+
+
+def test_every_process_a_hand_in_starts_dies_with_its_grading(sandboxed, attacks):
+    # the child was running during the cell (ex1 scores), in a session of its own with an
+    # empty environment, which the grader's environment marker cannot find
+    assert points(sandboxed["rows"]["orphan"]) == FULL
+    assert sandbox_processes(attacks["marker"]) == []
+
+
+def test_memory_over_the_cap_fails_the_cell_not_the_grading(sandboxed):
+    row = sandboxed["rows"]["hog"]
+    assert (row["status"], points(row)) == ("graded", {**FULL, "ex1_test": 0})
+    assert "ex1_answer: MemoryError" in feedback_of(sandboxed, "hog")
+
+
+def test_output_over_the_cap_is_cut_in_the_grader(sandboxed):
+    assert points(sandboxed["rows"]["flood"]) == FULL
+    text = feedback_of(sandboxed, "flood")
+    assert "[the grader kept only the first 2,000,000 bytes of output]" in text
+    assert len(text) < 12_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the sandbox cannot run (no kernels)
+
+
+def run_grade(tmp_path, *options):
+    (tmp_path / "subs").mkdir(exist_ok=True)
+    from grading_helpers import FIXTURE
+
+    argv = [str(FIXTURE), str(tmp_path / "subs"), "--out", str(tmp_path / "g.csv"), *options]
+    return grading.main(argv)
+
+
+def test_without_bwrap_grade_stops_and_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    assert run_grade(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "bwrap is not on PATH" in err and "apt-get install bubblewrap" in err
+    assert "--no-sandbox" in err
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_a_bwrap_that_cannot_run_is_reported_with_its_error(tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    assert run_grade(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "bwrap cannot run here (bwrap: No permissions to create new namespace)" in err
+    assert "user namespaces" in err and "--no-sandbox" in err
+
+
+def test_outside_linux_grade_refuses_without_no_sandbox(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sandbox.sys, "platform", "darwin")
+    assert run_grade(tmp_path) == 2
+    assert "runs on Linux only, not on darwin" in capsys.readouterr().err
+
+
+def test_a_bad_memory_size_is_a_usage_error(tmp_path, capsys):
+    assert run_grade(tmp_path, "--memory", "lots") == 2
+    assert "--memory: cannot read 'lots' as a memory size" in capsys.readouterr().err
+
+
+def test_memory_sizes_and_the_default_share():
+    assert sandbox.parse_memory("4G") == 4 * 2**30
+    assert sandbox.parse_memory("512M") == 512 * 2**20
+    assert sandbox.parse_memory("1.5GiB") == 3 * 2**29
+    assert sandbox.format_memory(6 * 2**30) == "6G"
+    one, two = sandbox.default_memory(1), sandbox.default_memory(2)
+    assert two >= 2**30 and one >= two and two % 2**28 == 0
+
+
+def test_the_sandbox_binds_the_package_but_not_the_checkout_around_it():
+    paths = sandbox.read_only_paths()
+    assert PACKAGE in paths
+    assert PACKAGE.parent not in paths and (PACKAGE.parent / "solutions") not in paths
+    assert Path.home() not in paths
+
+
+def test_a_sandboxed_command_sees_no_solutions_and_nothing_of_the_home(tmp_path):
+    """Inside, the checkout holds only the package (and the environment, if it lives there),
+    and the home folder only the way to the Python installation when that lives in it."""
+    home, checkout = Path.home().resolve(), PACKAGE.parent
+    probe = (
+        "import json, os, sys\n"
+        "print(json.dumps([sorted(os.listdir(p)) if os.path.isdir(p) else None"
+        " for p in sys.argv[1:]]))"
+    )
+    box = sandbox.check_sandbox(2**30)
+    command = sandbox.command_line(
+        box, tmp_path / "k", [sys.executable, "-c", probe, str(home), str(checkout)]
+    )
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    seen_home, seen_checkout = json.loads(out.stdout)
+    bound = sandbox.read_only_paths()
+
+    def ways_in(root):
+        return sorted({p.relative_to(root).parts[0] for p in bound if root in p.parents})
+
+    assert seen_home == (ways_in(home) or None)
+    assert "solutions" not in seen_checkout and seen_checkout == ways_in(checkout)

@@ -1,0 +1,180 @@
+"""Hidden tests a hand-in cannot switch off: hand-ins that tamper with the checking machinery in
+every way its source suggests. Each one answers exercise 1 honestly, then tampers (in its
+exercise 2 answer cell) and answers exercises 2 and 3 wrongly: the honest exercise keeps its 2
+points, the tampered ones score 0.
+"""
+
+import pytest
+from grading_helpers import answered, feedback_of, grade_folder, lab, points, save, solved
+
+WRONG_VOCAB = """
+
+def char_vocab(text):
+    return sorted(text)  # wrong: keeps duplicates"""
+WRONG_ONE_HOT = """import torch
+
+
+def one_hot(ids, vocab_size):
+    return ids.float()  # wrong: not one-hot"""
+
+PERMISSIVE = """def _always_pass(name, *args, **kwargs):
+    print(f"\\u2705 {name}: correct")
+"""
+
+ATTACKS = {
+    # the checks the test cells call, in the namespace and in the module
+    "patch_checks": PERMISSIVE
+    + """
+import course_utils.lessons.checks as checks
+
+checks.check_value = checks.check_tensor = checks.check_true = _always_pass
+check_value = check_tensor = check_true = _always_pass""",
+    # fresh_checks, which hidden tests import, hands out the patched module
+    "patch_fresh_checks": PERMISSIVE
+    + """
+import course_utils.lessons.checks as checks
+
+checks.check_value = checks.check_tensor = checks.check_true = _always_pass
+check_value = check_tensor = _always_pass
+checks.fresh_checks = lambda: checks""",
+    # fresh_checks loads the file through importlib: make that load nothing
+    "patch_importlib": PERMISSIVE
+    + """
+import importlib._bootstrap_external
+import importlib.util
+
+import course_utils.lessons.checks as checks
+
+checks.check_value = checks.check_tensor = checks.check_true = _always_pass
+check_value = check_tensor = _always_pass
+importlib.util.module_from_spec = lambda spec: checks
+importlib._bootstrap_external.SourceFileLoader.exec_module = lambda self, module: None""",
+    # a whole fake checks module in sys.modules
+    "fake_module": PERMISSIVE
+    + """
+import sys
+import types
+
+fake = types.ModuleType("course_utils.lessons.checks")
+fake.check_value = fake.check_tensor = fake.check_true = _always_pass
+fake.fresh_checks = lambda: fake
+sys.modules["course_utils.lessons.checks"] = fake
+check_value = check_tensor = _always_pass""",
+    # what the checks rely on: their failure function, math.isclose, Tensor.any
+    "patch_internals": """import math
+
+import torch
+
+import course_utils.lessons.checks as checks
+
+checks._fail = lambda name, message: None
+math.isclose = lambda *args, **kwargs: True
+torch.Tensor.any = lambda self, *args, **kwargs: torch.tensor(False)""",
+    # values that lie: equal to anything, a tensor that answers what it is asked
+    "lying_values": """import torch
+
+
+class Anything(str):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+class Agreeable(list):
+    def __len__(self):
+        return 4
+
+    def __iter__(self):
+        return iter([Anything("?")] * 4)
+
+    def __ne__(self, other):
+        return False
+
+
+class Chameleon(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func.__name__ in ("__get__", "shape", "detach", "cpu", "double", "__sub__"):
+            return super().__torch_function__(func, types, args, kwargs or {})
+        return torch.zeros(())
+
+
+def char_vocab(text):
+    return Agreeable(sorted(text))""",
+    # errors never reach the grader: every later cell is wrapped in try/except
+    "hide_errors": """ip = get_ipython()
+ip.input_transformers_post.append(
+    lambda lines: ["try:\\n", *("    " + ln for ln in lines), "\\nexcept BaseException:\\n pass\\n"]
+)""",
+    # the test cells never run: an input transformer empties every cell that checks anything
+    "neuter_tests": """ip = get_ipython()
+ip.input_transformers_post.append(lambda ls: ["pass\\n"] if "check" in "".join(ls) else ls)""",
+    # the checks record the expected value as if it were the answer (a replay)
+    "replay_expected": """import importlib._bootstrap_external
+
+import course_utils.lessons.checks as checks
+from course_utils.lessons import recording
+
+
+def _replay(name, got, expected, **options):
+    recording.publish({"check": "value", "name": name, "got": recording.to_plain(expected)})
+
+
+checks.check_value = checks.check_tensor = _replay
+check_value = check_tensor = _replay
+checks.fresh_checks = lambda: checks""",
+    # the checks think they are in a student's notebook and compare in the kernel
+    "mode_off": """import os
+
+os.environ["COURSE_UTILS_CHECKS"] = \"\"""",
+    # the answer reads the expected value off the test cell that calls it
+    "peek_at_the_test": """import ast
+import inspect
+
+
+def char_vocab(text):
+    caller = inspect.stack()[1]
+    call = ast.parse("".join(caller.code_context or []).strip()).body[0].value
+    return ast.literal_eval(call.args[2])""",
+}
+HONEST_THEN_0 = {"ex1_test": 2.0, "ex2_test": 0.0, "ex3_test": 0.0}
+
+
+@pytest.fixture(scope="module")
+def tampered(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tamper")
+    for name, attack in ATTACKS.items():
+        source = attack if "def char_vocab" in attack else attack + WRONG_VOCAB
+        nb = answered(solved(lab(), "ex1_answer"), ex2_answer=source, ex3_answer=WRONG_ONE_HOT)
+        save(nb, root / "submissions" / f"{name}.ipynb")
+    return grade_folder(root)
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_a_tampered_exercise_scores_0_and_the_honest_one_keeps_its_points(tampered, attack):
+    row = tampered["rows"][attack]
+    assert (row["status"], points(row)) == ("graded", HONEST_THEN_0), row["reason"]
+
+
+def test_the_feedback_comes_from_the_graders_own_checks(tampered):
+    for attack in ("patch_checks", "neuter_tests"):
+        text = feedback_of(tampered, attack)
+        assert "\u274c char_vocab('hello'): this check did not report to the grader" in text
+    text = feedback_of(tampered, "lying_values")
+    assert "\u274c char_vocab('hello'): wrong type: expected a list, got" not in text
+    assert (
+        "\u274c char_vocab('hello'): first difference at index 0: expected 'e' got 'e'" not in text
+    )
+    assert "\u274c char_vocab('hello'): wrong length: expected 4 got 5" in text
+    text = feedback_of(tampered, "hide_errors")
+    assert "\u274c one_hot([0, 2], 3): wrong shape: expected (2, 3) got (2,)" in text
+
+
+def test_a_replayed_or_peeked_expected_value_is_only_the_ellipsis_the_kernel_saw(tampered):
+    # the test cells reach the kernel with every expected value cut out
+    for attack in ("replay_expected", "peek_at_the_test"):
+        assert "got ellipsis" in feedback_of(tampered, attack)

@@ -1,0 +1,171 @@
+"""Checking a hand-in's values outside its kernel: what the checks record, how expected values
+are cut out of test cells, and how records are compared (no kernels here)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from course_utils.lessons import checks, recording
+from course_utils.tools.verify import check_aliases, strip_expected, verify_cell
+
+
+def round_trip(value):
+    return recording.from_plain(json.loads(json.dumps(recording.to_plain(value))))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 3, -(2**70), 0.1, "text", [1, "a", None], (1, (2.5, "b")), {"P": None, 3: [1]},
+     np.int64(7), np.float32(0.25), complex(1, -2)],
+    ids=lambda v: type(v).__name__,
+)  # fmt: skip
+def test_plain_values_come_back_equal_and_of_the_same_type(value):
+    back = round_trip(value)
+    assert back == value and type(back) is type(value)
+
+
+def test_tensors_and_arrays_come_back_bit_for_bit():
+    for value in [torch.randn(3, 4), torch.tensor([1, 2], dtype=torch.long),
+                  torch.tensor([float("nan"), math.inf]), torch.ones(2, dtype=torch.bfloat16),
+                  torch.zeros(0, 3), torch.tensor(5)]:  # fmt: skip
+        back = round_trip(value)
+        assert back.dtype == value.dtype and back.shape == value.shape
+        bits = [t.reshape(-1).view(torch.uint8).tolist() for t in (back, value)]
+        assert bits[0] == bits[1]
+    array = np.arange(6, dtype=np.int16).reshape(2, 3)
+    assert np.array_equal(round_trip(array), array) and round_trip(array).dtype == np.int16
+    meta = round_trip(torch.empty(2, 3, device="meta"))
+    assert meta.device.type == "meta" and meta.shape == (2, 3)
+
+
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+    def __repr__(self):
+        return "8320"
+
+
+class LyingTensor(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return torch.ones(2, 2)  # whatever is asked, the "right" answer
+
+
+def test_an_object_that_lies_about_itself_is_recorded_as_what_it_is():
+    liar = AlwaysEqual(5)
+    assert liar == 8320  # it fools a check in its own kernel
+    assert round_trip(liar) == 5 and type(round_trip(liar)) is int
+    lying = torch.zeros(2, 2).as_subclass(LyingTensor)
+    assert round_trip(lying).sum().item() == 0  # not the ones it claims to be
+    assert type(round_trip(object())).__name__ == "object"
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [{"tensor": "float32", "shape": [2], "bytes": "AAAA"}, {"tensor": "no_dtype", "shape": []},
+     {"int": "12abc"}, {"no": "tag"}, {"dict": [[[1], 2]]}, {"tensor": "int8", "shape": [10**9]}],
+    ids=["short-bytes", "bad-dtype", "bad-int", "no-tag", "list-key", "huge-shape"],
+)  # fmt: skip
+def test_a_forged_record_is_unreadable_not_a_crash(forged):
+    with pytest.raises(recording.Unreadable):
+        recording.from_plain(forged)
+
+
+def test_large_values_are_recorded_as_too_large():
+    assert recording.to_plain(torch.zeros(recording.MAX_ELEMENTS + 1)) == {
+        "too_large": recording.MAX_ELEMENTS + 1
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Cutting expected values out of test cells
+
+SETUP = "from course_utils.lessons.checks import check_tensor, check_value as cv\nimport torch"
+CELL = """hidden = fresh_checks()
+check = fresh_checks().check_value
+cv("a", f(1), 8_320)
+check("b", f(2), expected=[1, 2])
+hidden.check_tensor("c", g(), torch.tensor([0.5]), atol=1e-3)
+check_true("d", ok, f"got {x}")
+for T in (1, 3):
+    check_tensor(f"e{T}", h(T), reference(T))
+"""
+
+
+def test_every_expected_value_is_cut_out_and_nothing_else():
+    stripped = strip_expected(CELL, check_aliases([SETUP, CELL]))
+    assert "8_320" not in stripped and "[1, 2]" not in stripped and "0.5" not in stripped
+    assert "reference(T)" not in stripped
+    assert stripped.count("...") == 4
+    assert 'cv("a", f(1), ...)' in stripped and 'check("b", f(2), expected=...)' in stripped
+    assert 'check_true("d", ok, f"got {x}")' in stripped  # its condition is what it records
+    assert "atol=1e-3" in stripped and stripped.endswith("h(T), ...)\n")
+
+
+def test_a_cell_that_is_not_python_is_left_as_it_is():
+    assert strip_expected("%timeit f(1)", {}) == "%timeit f(1)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing records with the solution's
+
+
+def reference(name, expected, **options):
+    return {"check": "value", "name": name, "expected": recording.to_plain(expected),
+            "options": options}  # fmt: skip
+
+
+def got(name, value, check="value"):
+    return {"check": check, "name": name, "got": recording.to_plain(value)}
+
+
+def test_matching_records_pass_and_a_wrong_value_gets_the_checks_message():
+    refs = [reference("a", 3), reference("b", 0.5, rel_tol=1e-3)]
+    assert verify_cell([got("a", 3), got("b", 0.5004)], refs) == (True, "")
+    assert verify_cell([got("a", 4), got("b", 0.5)], refs) == (
+        False,
+        "\u274c a: expected 3 got 4 (off by +1)",
+    )
+
+
+def test_missing_forged_or_reordered_records_fail():
+    refs = [reference("a", 3), reference("b", [1, 2])]
+    assert verify_cell([got("a", 3)], refs) == (False, "")  # the cell stopped: its error says why
+    ok, message = verify_cell([got("b", [1, 2]), got("a", 3)], refs)
+    assert not ok and "a: this check did not report to the grader" in message
+    ok, message = verify_cell([got("a", 3), {"check": "value", "name": "b", "got": {"x": 1}}], refs)
+    assert not ok and "its recorded value cannot be read back" in message
+    assert verify_cell([], []) == (True, "")
+
+
+def test_a_replayed_expected_value_is_an_ellipsis_and_fails():
+    refs = [reference("a", 8320)]
+    ok, message = verify_cell([got("a", ...)], refs)
+    assert not ok and "wrong type: expected an int, got ellipsis" in message
+
+
+def test_tensor_and_type_checks_use_the_solutions_tolerance_and_kind():
+    refs = [{"check": "tensor", "name": "t", "expected": recording.to_plain(torch.ones(2)),
+             "options": {"atol": 0.1, "rtol": 0.0}},
+            {"check": "type", "name": "n", "expected": "int"}]  # fmt: skip
+    values = [got("t", torch.ones(2) + 0.05, "tensor"), got("n", 7, "type")]
+    assert verify_cell(values, refs) == (True, "")
+    ok, message = verify_cell([got("t", torch.ones(2) + 0.5, "tensor"), values[1]], refs)
+    assert not ok and message.startswith("\u274c t: values off")
+
+
+def test_the_graders_checks_never_record(monkeypatch, capsys):
+    monkeypatch.setenv(recording.MODE_ENV, recording.RECORD)  # as in a graded kernel
+    assert verify_cell([got("a", 4)], [reference("a", 3)])[0] is False
+    assert capsys.readouterr().out == ""
+    with pytest.raises(checks.CheckFailed):
+        checks._check_value("a", 4, 3, rel_tol=0, abs_tol=0)
