@@ -62,12 +62,13 @@ def test_the_layering_check_catches_an_upward_import(tmp_path):
 
 def test_no_function_is_longer_than_a_screen():
     long = []
-    for path, _ in modules():
+    benchmarks = sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
+    for path in [p for p, _ in modules()] + benchmarks:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > 60:
-                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} {lines}")
+                    long.append(f"{path.name}:{node.lineno} {node.name} {lines}")
     assert not long
 
 

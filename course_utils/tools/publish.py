@@ -8,6 +8,7 @@ cleanliness test and ``publish`` all read the flags from here.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -73,6 +74,10 @@ def execute(path: Path, timeout: int = 900) -> None:
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
+    # Idle OpenMP threads sleep instead of spinning: on a busy machine spinning threads wait for
+    # each other's time slices at every small op (a training lesson ran 7x slower). The kernel
+    # inherits this unless the caller chose otherwise.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     client = NotebookClient(
         nb,
         timeout=timeout,
