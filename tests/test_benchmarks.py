@@ -189,3 +189,13 @@ def test_grading_benchmark_prints_hand_ins_per_minute(capsys):
     out = capsys.readouterr().out
     assert "| hand-ins | jobs | sandbox | seconds | hand-ins / min |" in out
     assert "| 4 | 2 | on |" in out
+
+
+def test_sumgpt_masking_benchmark_prints_both_models_per_seed(capsys):
+    masking = load_benchmark("sumgpt_masking")
+    assert masking.main(["--seeds", "0-1", "--steps", "5"]) == 0
+    body = table(capsys.readouterr().out, "| seed |")
+    assert [r[0] for r in body] == ["0", "1"]
+    for _, masked, masked_loss, unmasked, unmasked_loss in body:
+        assert 0 <= number(masked) <= 100 and 0 <= number(unmasked) <= 100
+        assert 0 < number(masked_loss) < 5 and 0 < number(unmasked_loss) < 5
