@@ -32,8 +32,9 @@ WRONG = {
                                 "(lse - z_y).sum() / targets.numel()", "ex3-check"),
     "09_flop_accounting": ("ex5-answer", "train_flops_per_token = 3 *",
                            "train_flops_per_token = 2 *", "ex5-check"),
-    "10_sumgpt": ("ex3-answer", "irreducible_loss = 5 *", "irreducible_loss = 6 *", "ex3-check"),
-    "11_bookgpt": ("ex3-answer", "sharper = 0.5", "sharper = 2.0", "ex3-check"),
+    "10_training_loop": ("ex1-answer", "m_hat = m / (1 - beta1**t)", "m_hat = m", "ex1-check"),
+    "11_sumgpt": ("ex3-answer", "irreducible_loss = 5 *", "irreducible_loss = 6 *", "ex3-check"),
+    "12_bookgpt": ("ex3-answer", "sharper = 0.5", "sharper = 2.0", "ex3-check"),
 }  # fmt: skip
 
 
@@ -129,10 +130,10 @@ def test_grading_scores_the_solution_the_untouched_lab_and_a_wrong_answer(soluti
     assert wrong == {**tests, lost: 0.0}, f"only {lost} should lose its points"
 
 
-def test_lab_10s_format_checks_name_the_first_failing_pair_and_both_strings():
+def test_lab_11s_format_checks_name_the_first_failing_pair_and_both_strings():
     from course_utils.lessons.checks import CheckFailed
 
-    source = nbformat.read(SOLUTIONS / "10_sumgpt.ipynb", as_version=4)
+    source = nbformat.read(SOLUTIONS / "11_sumgpt.ipynb", as_version=4)
     check = next(c.source for c in source.cells if c.metadata.get("nbgrader", {}).get(
         "grade_id") == "ex1-check")  # fmt: skip
     checks_only = check[check.index("pairs = ") :]  # past the exact-string checks

@@ -75,27 +75,13 @@ def _widget_views(nb):
     ]
 
 
-# Published before `publish` kept widget state; the maintainers republish them (long runs).
-NOT_YET_REPUBLISHED = {"11_sumgpt.ipynb", "12_bookgpt.ipynb"}
 LESSONS = [p for p in NOTEBOOKS if p.parent.name == "notebooks"]
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p, marks=pytest.mark.xfail(strict=True, reason="republish with its widget state")
-        )
-        if p.name in NOT_YET_REPUBLISHED
-        else p
-        for p in LESSONS
-    ],
-    ids=_ids(LESSONS),
-)
+@pytest.mark.parametrize("path", LESSONS, ids=_ids(LESSONS))
 def test_every_widget_a_lesson_shows_has_its_state_saved(path):
     """JupyterLab draws a stored widget from this state; without it, it shows the plain text
-    (`VBox(children=...`, a progress bar at 0). A strict xfail: once a lesson in
-    NOT_YET_REPUBLISHED is republished, this fails until its name leaves that set."""
+    (`VBox(children=...`, a progress bar at 0)."""
     nb = nbformat.read(path, as_version=4)
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
     missing = [model for model in _widget_views(nb) if model not in state]
