@@ -1,6 +1,6 @@
 """BookGPT's `cpu` configuration against Hugging Face GPT-2 of the same size, in one run.
 
-    python benchmarks/bookgpt_train.py [--minutes 3] [--rows ours,hf,ours-bf16] [--config cpu]
+    python benchmarks/bookgpt_train.py [--minutes 3] [--rows ours,hf,ours-fp32] [--config cpu]
         [--data data/bookgpt] [--threads N] [--device cpu] [--pairs 5] [--strict]
 
 Every row trains from scratch on the same prepared corpus (``bookgpt prepare`` first; the default
@@ -10,13 +10,15 @@ engine's one loop (:func:`course_utils.engine.training.train`, time-budget mode)
 follows the fraction of the budget spent (``lr_at_progress``), so each run's schedule ends when
 its time does and a faster implementation simply takes more steps. Rows:
 
-* ``ours``: :class:`course_utils.core.model.GPT` in fp32 (fused attention), with the engine's
-  default settings (``TrainConfig``: its AdamW kernel, compile or not).
+* ``ours``: :class:`course_utils.core.model.GPT` with the engine's default settings
+  (``TrainConfig``: precision ``auto``, which is bf16 autocast on a CPU with AMX or on CUDA and
+  fp32 elsewhere; its AdamW kernel; compile or not).
+* ``ours-fp32``: the same in fp32 whatever the hardware (fused attention).
 * ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
   SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
   before training) and the same function (tests/test_benchmarks.py), with the optimizer the
   installed transformers' ``Trainer`` picks by default (``TrainingArguments().optim``, e.g.
-  ``adamw_torch_fused``).
+  ``adamw_torch_fused``), in fp32 like its ``Trainer`` by default.
 * ``ours-bf16`` / ``hf-bf16``: the same under bf16 autocast (``--dtype bf16`` of ``bookgpt
   train``).
 
@@ -46,14 +48,14 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from course_utils.core.device import pick_device
+from course_utils.core.device import has_bf16_matmul, pick_device
 from course_utils.core.flops import matmul_throughput, training_flops
 from course_utils.core.model import GPT, GPTConfig
 from course_utils.engine.training import TrainConfig, Trainer, train, uses_fused_adamw
 from course_utils.projects import corpus
 from course_utils.projects.bookgpt import eval_windows, get_config, mean_loss
 
-ROWS = ("ours", "hf", "ours-bf16", "hf-bf16")
+ROWS = ("ours", "ours-fp32", "hf", "ours-bf16", "hf-bf16")
 TARGET_RATIO = 1.5
 TARGET_LOSS = 1.16  # nats per character on the validation split, after 3 minutes on 2 CPU cores
 
@@ -150,7 +152,17 @@ def build(row: str, config: GPTConfig, seed: int, device) -> nn.Module:
 
 
 def precision_of(row: str) -> str:
+    """``auto`` for ours (the engine's default), else the precision the row's name says (HF
+    Trainer's default is fp32)."""
+    if row == "ours":
+        return "auto"
     return "bf16" if row.endswith("bf16") else "fp32"
+
+
+def dtype_of(row: str, device) -> torch.dtype:
+    """The dtype the row's matmuls run in, which its MFU is measured against."""
+    bf16 = precision_of(row) == "bf16" or (precision_of(row) == "auto" and has_bf16_matmul(device))
+    return torch.bfloat16 if bf16 else torch.float32
 
 
 def trainer_for(row: str, cfg, gpt_config, device, minutes: float = 0.0) -> Trainer:
@@ -205,7 +217,7 @@ def train_row(row: str, cfg, gpt_config, batches, device, minutes: float):
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=3.0, help="training budget per row")
-    p.add_argument("--rows", default="ours,hf,ours-bf16", help=f"comma-separated, from {ROWS}")
+    p.add_argument("--rows", default="ours,hf,ours-fp32", help=f"comma-separated, from {ROWS}")
     p.add_argument("--config", default="cpu", help="a bookgpt configuration")
     p.add_argument("--data", default=str(corpus.DEFAULT_OUT_DIR), help="a prepared corpus")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -242,7 +254,7 @@ def train_rows(rows, cfg, gpt_config, batches, val_batches, device, minutes) -> 
     peaks, results = {}, []
     flops_per_step = training_flops(gpt_config, cfg.batch_size, cfg.block_size)
     for row in rows:
-        dtype = torch.bfloat16 if precision_of(row) == "bf16" else torch.float32
+        dtype = dtype_of(row, device)
         if dtype not in peaks:
             peaks[dtype] = matmul_throughput(1024, device, dtype=dtype)
         model, history = train_row(row, cfg, gpt_config, batches, device, minutes)
@@ -273,7 +285,7 @@ def report(results, peaks, ratios, minutes: float) -> bool:
     if ours is not None:
         met &= ours[4] <= TARGET_LOSS
         verdict = "met" if ours[4] <= TARGET_LOSS else "MISSED"
-        print(f"target val loss <= {TARGET_LOSS} after {minutes:g} min (ours, fp32): "
+        print(f"target val loss <= {TARGET_LOSS} after {minutes:g} min (ours, engine default): "
               f"{ours[4]:.4f} ({verdict})")  # fmt: skip
     return met
 
@@ -304,6 +316,7 @@ def main(argv=None) -> int:
     print(f"bookgpt {cfg.name}: d {cfg.n_embd}, {cfg.n_head} heads, {cfg.n_layer} blocks, "
           f"context {cfg.block_size}, batch {cfg.batch_size}, {n_params:,} parameters; "
           f"{args.minutes:g} min per row on {device} with {torch.get_num_threads()} threads; "
+          f"ours (engine default) in {str(dtype_of('ours', device)).removeprefix('torch.')}; "
           f"optimizers: ours {describe_optimizer('ours', device)}, "
           f"HF {describe_optimizer('hf', device)}",
           flush=True)  # fmt: skip
