@@ -11,8 +11,8 @@ follows the fraction of the budget spent (``lr_at_progress``), so each run's sch
 its time does and a faster implementation simply takes more steps. Rows:
 
 * ``ours``: :class:`course_utils.core.model.GPT` with the engine's default settings
-  (``TrainConfig``: precision ``auto``, which is bf16 autocast on a CPU with AMX or on CUDA and
-  fp32 elsewhere; its AdamW kernel; compile or not).
+  (``TrainConfig``: precision ``auto``, which is bf16 autocast on CUDA and fp32 on CPUs; its
+  AdamW kernel; compile or not).
 * ``ours-fp32``: the same in fp32 whatever the hardware (fused attention).
 * ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
   SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
@@ -48,7 +48,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from course_utils.core.device import has_bf16_matmul, pick_device
+from course_utils.core.device import pick_device, prefers_bf16
 from course_utils.core.flops import matmul_throughput, training_flops
 from course_utils.core.model import GPT, GPTConfig
 from course_utils.engine.training import TrainConfig, Trainer, train, uses_fused_adamw
@@ -161,7 +161,7 @@ def precision_of(row: str) -> str:
 
 def dtype_of(row: str, device) -> torch.dtype:
     """The dtype the row's matmuls run in, which its MFU is measured against."""
-    bf16 = precision_of(row) == "bf16" or (precision_of(row) == "auto" and has_bf16_matmul(device))
+    bf16 = precision_of(row) == "bf16" or (precision_of(row) == "auto" and prefers_bf16(device))
     return torch.bfloat16 if bf16 else torch.float32
 
 

@@ -184,8 +184,8 @@ def _free_port() -> int:
 
 
 def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
-    # fp32: on a CPU with AMX "auto" trains in bf16, whose rounding differs between one process
-    # and two by more than the tolerance
+    # fp32 explicitly: in bf16 the rounding differs between one process and two by more than
+    # the tolerance
     args = ["--config", "tiny", "--data", str(data_dir), "--steps", "4", "--dropout", "0",
             "--batch-size", "8", "--no-progress", "--device", "cpu", "--dtype", "fp32"]  # fmt: skip
     single = tmp_path / "single"

@@ -8,7 +8,6 @@ import torch
 from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
-from course_utils.core.device import has_bf16_matmul
 from course_utils.engine.checkpoint import CHECKPOINT_NAME, CheckpointError, read_checkpoint
 from course_utils.engine.training import (
     History,
@@ -124,11 +123,9 @@ def test_bf16_autocast_on_cpu_and_plain_fp32_otherwise():
     with autocast_for(cpu, "bf16"):
         y = nn.Linear(4, 4)(torch.ones(2, 4))
     assert y.dtype == torch.bfloat16
-    with autocast_for(cpu, "auto"):  # bf16 only where the CPU multiplies it in hardware (AMX)
-        expected = torch.bfloat16 if has_bf16_matmul(cpu) else torch.float32
-        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == expected
-    with autocast_for(cpu, "fp32"):
-        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
+    for precision in ("auto", "fp32"):  # "auto" is bf16 on CUDA only, with or without AMX
+        with autocast_for(cpu, precision):
+            assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
     with pytest.raises(ValueError, match="precision"):
         autocast_for(cpu, "half")
     cfg = TrainConfig(steps=3, precision="bf16", warmup_steps=1, progress=False)
@@ -226,3 +223,13 @@ def test_the_trainer_steps_without_reading_anything_back():
 def test_history_defaults():
     h = History()
     assert h.steps == 0 and h.metric("x") == ([], [])
+
+
+def test_auto_precision_is_bf16_on_cuda_gpus_with_bf16_only(monkeypatch):
+    from course_utils.core.device import prefers_bf16
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert prefers_bf16("cuda") and not prefers_bf16("cpu")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert not prefers_bf16("cuda")

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..core.device import has_bf16_matmul
+from ..core.device import prefers_bf16
 from ..core.model import lm_loss
 from ..core.modes import eval_mode
 from ..core.seeding import seed_everything
@@ -57,7 +57,7 @@ class TrainConfig:
     checkpoint_every: int = 0  # with an out_dir; 0: a checkpoint after the last step only
     log_every: int = 50  # read the losses back from the device (and redraw the bar's loss)
     precision: str = (
-        "auto"  # "auto": bf16 autocast on CUDA and AMX CPUs, else fp32; or "bf16"/"fp32"
+        "auto"  # "auto": bf16 autocast on CUDA, fp32 on CPUs; or "bf16"/"fp32"
     )
     seed: int = 0  # seeds torch (dropout); the data's seed belongs to batch_at
     time_budget: float | None = None  # seconds: train until spent, the cosine following the time
@@ -129,10 +129,10 @@ def uses_fused_adamw(config: TrainConfig, device: torch.device) -> bool:
 
 def autocast_for(device: torch.device, precision: str):
     """The context a forward pass runs in: bf16 autocast or nothing (fp32). ``"auto"`` is bf16
-    where the device multiplies bf16 in hardware (CUDA, CPUs with AMX), fp32 elsewhere."""
+    on CUDA GPUs with bf16, fp32 elsewhere (:func:`course_utils.core.device.prefers_bf16`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    use_bf16 = precision == "bf16" or (precision == "auto" and has_bf16_matmul(device))
+    use_bf16 = precision == "bf16" or (precision == "auto" and prefers_bf16(device))
     if not use_bf16:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

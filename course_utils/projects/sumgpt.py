@@ -314,8 +314,9 @@ DEFAULT_TRAIN = dict(
 
 def train_config(steps: int = DEFAULT_TRAIN["steps"], **overrides) -> TrainConfig:
     """The engine's settings for SumGPT: :data:`DEFAULT_TRAIN` with ``overrides`` applied. The
-    precision defaults to fp32: under bf16 autocast (on a CPU with AMX) one seed of the first
-    four stayed on the plateau through 1,200 steps, which fp32 never did."""
+    precision is fp32 on every device (``auto`` would be bf16 on a GPU): under bf16 autocast one
+    seed of the first four stayed on the plateau through 1,200 steps (on a CPU with AMX), which
+    fp32 did not."""
     base = {k: v for k, v in DEFAULT_TRAIN.items() if k not in ("steps", "batch_size")}
     settings = {**base, "precision": "fp32", "desc": "SumGPT", **overrides}
     settings["warmup_steps"] = min(settings["warmup_steps"], steps)
