@@ -344,3 +344,19 @@ def test_a_sandboxed_command_sees_no_solutions_and_nothing_of_the_home(tmp_path)
 
     assert seen_home == (ways_in(home) or None)
     assert "solutions" not in seen_checkout and seen_checkout == ways_in(checkout)
+
+
+def test_a_course_or_environment_under_tmp_stays_visible_inside(tmp_path, monkeypatch):
+    """The sandbox's private /tmp must not hide the Python environment or the course when they
+    live under /tmp (a CI clone, a course unpacked there): they are bound after it."""
+    if not str(tmp_path.resolve()).startswith("/tmp/"):
+        pytest.skip("pytest's temporary folder is not under /tmp here")
+    folder = tmp_path / "environment"
+    folder.mkdir()
+    (folder / "marker.txt").write_text("visible")
+    bound = sandbox.read_only_paths()
+    monkeypatch.setattr(sandbox, "read_only_paths", lambda: [*bound, folder.resolve()])
+    box = sandbox.check_sandbox(2**30)
+    command = sandbox.command_line(box, tmp_path / "k", ["/bin/cat", str(folder / "marker.txt")])
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == "visible", out.stderr

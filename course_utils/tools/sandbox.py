@@ -157,12 +157,13 @@ def bwrap_arguments(sandbox: Sandbox, home: Path, env: dict[str, str]) -> list[s
             args += ["--ro-bind", str(path), str(path)]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    for path in read_only_paths():
-        if not str(path).startswith("/usr/"):
-            args += ["--ro-bind", str(path), str(path)]
     args += ["--proc", "/proc", "--dev", "/dev"]
     for tmp, size in TMP_BYTES.items():  # in memory, so capped
         args += ["--size", str(size), "--tmpfs", tmp]
+    # after the private /tmp, so that a course or an environment under /tmp stays visible
+    for path in read_only_paths():
+        if not str(path).startswith("/usr/"):
+            args += ["--ro-bind", str(path), str(path)]
     args += ["--dir", WORKDIR, "--dir", "/tmp/home", "--chdir", WORKDIR]
     args += ["--bind", str(home / "runtime"), str(home / "runtime")]
     # bwrap's own root and /dev are tmpfs without a size cap: read-only (devices still work)
