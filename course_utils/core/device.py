@@ -33,8 +33,8 @@ def pick_device(preferred: str | None = None) -> torch.device:
 def prefers_bf16(device: str | torch.device) -> bool:
     """Whether precision ``"auto"`` trains on ``device`` under bf16 autocast: on CUDA GPUs that
     support bf16, not on CPUs. Even on a Xeon with AMX tiles, which multiply large bf16 matrices
-    about 3.5x faster than fp32, the course's models (width 64 to 128) trained 8-15% fewer tokens per second
-    in bf16 than in fp32 (``benchmarks/train_step.py``, the README's results): their matrices
-    are too small to pay for autocast's casts."""
+    about 3.5x faster than fp32, BookGPT's ``cpu`` model (width 64) trained 15% fewer tokens per
+    second in bf16 and SumGPT (width 128) only 8% more (``benchmarks/train_step.py``, the
+    README's results): the matrices are too small to pay for autocast's casts."""
     device = torch.device(device)
     return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
