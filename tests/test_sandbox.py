@@ -348,7 +348,8 @@ def test_a_sandboxed_command_sees_no_solutions_and_nothing_of_the_home(tmp_path)
 
 def test_a_course_or_environment_under_tmp_stays_visible_inside(tmp_path, monkeypatch):
     """The sandbox's private /tmp must not hide the Python environment or the course when they
-    live under /tmp (a CI clone, a course unpacked there): they are bound after it."""
+    live under /tmp (a CI clone, a course unpacked there): they are bound after it, and the
+    folders above them inside the private /tmp are read-only, as a checkout is."""
     if not str(tmp_path.resolve()).startswith("/tmp/"):
         pytest.skip("pytest's temporary folder is not under /tmp here")
     folder = tmp_path / "environment"
@@ -357,6 +358,8 @@ def test_a_course_or_environment_under_tmp_stays_visible_inside(tmp_path, monkey
     bound = sandbox.read_only_paths()
     monkeypatch.setattr(sandbox, "read_only_paths", lambda: [*bound, folder.resolve()])
     box = sandbox.check_sandbox(2**30)
-    command = sandbox.command_line(box, tmp_path / "k", ["/bin/cat", str(folder / "marker.txt")])
+    script = f"cat {folder / 'marker.txt'}; echo x > {tmp_path / 'pwned.txt'} && echo wrote"
+    command = sandbox.command_line(box, tmp_path / "k", ["/bin/sh", "-c", script])
     out = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout == "visible", out.stderr
+    assert out.stdout == "visible", out.stderr
+    assert "Permission denied" in out.stderr and not (tmp_path / "pwned.txt").exists()

@@ -144,6 +144,23 @@ def read_only_paths() -> list[Path]:
     return [p for p in paths if not any(q != p and q in p.parents for q in paths)]
 
 
+def read_only_binds(paths: list[Path]) -> list[str]:
+    """bwrap's options binding ``paths`` read-only, after the private ``/tmp`` so that a course
+    or an environment living under ``/tmp`` stays visible. The folders bwrap then creates above
+    such a path inside the private ``/tmp`` are made read-only too (mode 0555): a hand-in must
+    not be able to write where the checkout seems to be."""
+    args = []
+    for path in paths:
+        if str(path).startswith("/usr/"):
+            continue  # bound with /usr
+        if any(Path(tmp) in path.parents for tmp in TMP_BYTES):
+            for parent in reversed(path.parents):
+                if any(Path(tmp) in parent.parents for tmp in TMP_BYTES):
+                    args += ["--perms", "0555", "--dir", str(parent)]
+        args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
 def bwrap_arguments(sandbox: Sandbox, home: Path, env: dict[str, str]) -> list[str]:
     """bwrap's options for a kernel whose own (writable) folder is ``home``, with ``env`` on
     top of the sandbox's own environment."""
@@ -160,10 +177,7 @@ def bwrap_arguments(sandbox: Sandbox, home: Path, env: dict[str, str]) -> list[s
     args += ["--proc", "/proc", "--dev", "/dev"]
     for tmp, size in TMP_BYTES.items():  # in memory, so capped
         args += ["--size", str(size), "--tmpfs", tmp]
-    # after the private /tmp, so that a course or an environment under /tmp stays visible
-    for path in read_only_paths():
-        if not str(path).startswith("/usr/"):
-            args += ["--ro-bind", str(path), str(path)]
+    args += read_only_binds(read_only_paths())
     args += ["--dir", WORKDIR, "--dir", "/tmp/home", "--chdir", WORKDIR]
     args += ["--bind", str(home / "runtime"), str(home / "runtime")]
     # bwrap's own root and /dev are tmpfs without a size cap: read-only (devices still work)
