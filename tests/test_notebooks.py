@@ -7,7 +7,7 @@ import shutil
 import nbformat
 import pytest
 
-from course_utils.tools.publish import ROOT, course_notebooks, strip
+from course_utils.tools.cleaning import ROOT, course_notebooks, strip
 
 NOTEBOOKS = course_notebooks()
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"

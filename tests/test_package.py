@@ -60,6 +60,71 @@ def test_the_layering_check_catches_an_upward_import(tmp_path):
     assert imported_layers(bad, ("core", "model")) == {"tools", "engine"}
 
 
+def imported_modules(path: Path, parts: tuple[str, ...], known: set[str]) -> set[str]:
+    """The package's modules (dotted names in ``known``) that a module imports, at its top or
+    inside a function, relative or absolute."""
+    found = set()
+    package = ["course_utils", *parts[:-1]]
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            names = [target + [alias.name] for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name.split(".") for alias in node.names]
+        for name in names:
+            for end in range(len(name), 0, -1):  # the longest prefix that is a module
+                if ".".join(name[:end]) in known:
+                    found.add(".".join(name[:end]))
+                    break
+    return found
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the import graph as a list of modules, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module, path):
+        state[module] = 1
+        for dep in sorted(graph.get(module, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep]
+            if dep not in state and (cycle := visit(dep, [*path, dep])):
+                return cycle
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module, [module])):
+            return cycle
+    return None
+
+
+def test_no_two_modules_import_each_other_even_lazily():
+    """Packages' ``__init__`` re-exports aside, the modules form no import cycle."""
+    named = {
+        ".".join(["course_utils", *parts]): (path, parts)
+        for path, parts in modules()
+        if parts[-1] != "__init__"
+    }
+    graph = {m: imported_modules(p, parts, set(named)) - {m} for m, (p, parts) in named.items()}
+    assert import_cycle(graph) is None, " -> ".join(import_cycle(graph))
+
+
+def test_the_cycle_check_finds_a_lazy_cycle(tmp_path):
+    (tmp_path / "labs.py").write_text("from .publish import ROOT\n")
+    (tmp_path / "publish.py").write_text("def publish():\n    from . import labs\n")
+    known = {"course_utils.tools.labs", "course_utils.tools.publish"}
+    graph = {
+        f"course_utils.tools.{n}": imported_modules(tmp_path / f"{n}.py", ("tools", n), known)
+        for n in ("labs", "publish")
+    }
+    assert import_cycle(graph) == [
+        "course_utils.tools.labs", "course_utils.tools.publish", "course_utils.tools.labs"
+    ]  # fmt: skip
+
+
 def test_no_function_is_longer_than_a_screen():
     long = []
     benchmarks = sorted((PACKAGE.parent / "benchmarks").glob("*.py"))

@@ -22,7 +22,7 @@ from urllib.parse import urldefrag
 import pytest
 
 from course_utils.tools import site
-from course_utils.tools.publish import ROOT
+from course_utils.tools.cleaning import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

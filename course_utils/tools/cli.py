@@ -34,7 +34,7 @@ COMMANDS = {
              "regenerate labs/ from solutions/, or check they are in sync"),
     "publish": ("course_utils.tools.publish", "configure",
                 "re-run lessons or solutions, clean them, rebuild the labs"),
-    "setup-git": ("course_utils.tools.publish", "configure_setup_git",
+    "setup-git": ("course_utils.tools.cleaning", "configure_setup_git",
                   "install the per-folder nbstripout git filters"),
     "site": ("course_utils.tools.site", "configure",
              "build the course website (site/) from the committed notebooks"),

@@ -26,7 +26,7 @@ from nbgrader.preprocessors import (
 )
 
 from ..core.cli import add_subcommand
-from .publish import ROOT, nbstripout_command
+from .cleaning import ROOT, nbstripout_command
 
 SOLUTIONS = ROOT / "solutions"
 LABS = ROOT / "labs"

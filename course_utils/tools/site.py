@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from .publish import ROOT
+from .cleaning import ROOT
 from .site_notebook import page
 
 MAP_HEADER = re.compile(r"^\|\s*#\s*\|\s*lesson\s*\|\s*what you see\s*\|\s*CPU minutes\s*\|\s*$")
