@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from course_utils import GPT, build_model, train
 from course_utils.projects import sumgpt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sumgpt_time_to_accuracy import parse_seeds  # noqa: E402  (a sibling benchmark script)
 
 
 def answers_loss(model, x, y) -> float:
@@ -43,11 +47,10 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default="0-7")
     p.add_argument("--steps", type=int, default=sumgpt.DEFAULT_TRAIN["steps"])
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    low, _, high = args.seeds.partition("-")
     a, b = sumgpt.heldout_pairs(1000, seed=0)  # lesson 11's test sums
     print("| seed | masked: exact match | answer loss | unmasked: exact match | answer loss |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for seed in range(int(low), int(high or low) + 1):
+    for seed in parse_seeds(args.seeds):
         r = run_seed(seed, args.steps, a, b)
         print(f"| {seed} | {r[True][0]:.1%} | {r[True][1]:.4f} | {r[False][0]:.1%} | "
               f"{r[False][1]:.4f} |", flush=True)  # fmt: skip

@@ -393,7 +393,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"], help="peak learning rate")
     tr.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="fp32",
                     help="fp32 (default: bf16 left a seed on the plateau), bf16, or auto: bf16 "
-                    "where the hardware multiplies it fast")  # fmt: skip
+                    "autocast on CUDA, fp32 on CPUs")  # fmt: skip
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     tr.set_defaults(func=run_train)
     ev = add_subcommand(
