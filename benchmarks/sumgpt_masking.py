@@ -1,6 +1,6 @@
 """What the mask buys SumGPT: the masked and the unmasked model side by side, per seed.
 
-    python benchmarks/sumgpt_masking.py [--seeds 0-7] [--steps 1200]
+    python benchmarks/sumgpt_masking.py [--seeds 0-7] [--steps 2000]
 
 For each seed both models train with the recipe of ``sumgpt train`` (batch 128, AdamW beta2 0.95,
 fp32) on the same batches; only the targets differ (unmasked: all 12 count). The table gives each

@@ -54,7 +54,7 @@ def parse(argv):
     p.add_argument("--beta2", type=float, default=d["betas"][1])
     p.add_argument(
         "--dtype", choices=("auto", "bf16", "fp32"), default="fp32",
-        help="fp32 (the recipe's), bf16, or auto: bf16 where the hardware multiplies it fast",
+        help="fp32 (the recipe's), bf16, or auto: bf16 autocast on CUDA, fp32 on CPUs",
     )  # fmt: skip
     p.add_argument("--adamw", choices=("auto", "fused", "foreach"), default="auto",
                    help="AdamW's kernel (auto: the engine's default)")  # fmt: skip

@@ -15,8 +15,9 @@ alike; the table shows the median over rounds and the range. Variants:
 * ``compile`` / ``compile-fused``: ``torch.compile`` of the model (``fullgraph=True``: a graph
   break fails the variant), for-each / fused AdamW;
 * ``bf16`` / ``compile-bf16``: bf16 autocast, eager / compiled (fused AdamW); ``-explicit``:
-  the same with the explicit attention path (matmuls and a masked softmax, not the fused SDPA
-  kernel, whose bf16 backward is slow on CPUs);
+  the same built with ``attention="explicit"`` (matmuls and a masked softmax). On a CPU the
+  model takes that path under bf16 anyway (SDPA's bf16 backward is slow there), so the two
+  differ only on a GPU;
 * ``hf`` / ``hf-fused``: Hugging Face's ``GPT2LMHeadModel`` at the same shape with the same
   weights (``benchmarks/bookgpt_train.py``), for-each / fused AdamW.
 
