@@ -124,11 +124,12 @@ def klass(tmp_path_factory):
     second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
     seconds = time.monotonic() - started
     print(f"{CLASS_SIZE} hand-ins graded (killed once, resumed) in {seconds:.0f} s")
+    resumed_gradebook = out.read_text(encoding="utf-8")  # before the third run rewrites it
     third = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     return {
         "kinds": kinds, "subs": root / "subs", "out": out, "first": first,
         "finished_before_kill": finished_before_kill, "survivors": survivors,
-        "second": second, "third": third, "gradebook": out.read_text(encoding="utf-8"),
+        "second": second, "third": third, "gradebook": resumed_gradebook,
         "left_behind": left_behind,
     }  # fmt: skip
 
@@ -160,4 +161,4 @@ def test_the_resumed_gradebook_is_what_an_uninterrupted_run_gives_byte_for_byte(
 def test_a_third_run_grades_nothing_and_writes_the_same_bytes(klass):
     assert klass["third"].returncode == 0
     assert graded_students(klass["third"].stdout) == []
-    assert klass["out"].read_text(encoding="utf-8") == klass["gradebook"]
+    assert klass["out"].read_text(encoding="utf-8") == klass["gradebook"]  # the resumed run's

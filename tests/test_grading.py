@@ -386,6 +386,25 @@ def test_submissions_are_found_as_files_or_folders(tmp_path):
     ]
 
 
+def test_an_unreadable_hand_in_is_a_row_not_a_crash(tmp_path):
+    save(lab(), tmp_path / "ann.ipynb")
+    (tmp_path / "bob.ipynb").symlink_to(tmp_path / "gone.ipynb")  # a broken link
+    found = grading.find_submissions(tmp_path, LAB)
+    assert [(s.student, s.path is None, s.status) for s in found] == [
+        ("ann", False, ""), ("bob", True, "not_a_notebook")
+    ]  # fmt: skip
+    assert "bob.ipynb cannot be read" in found[1].reason and "permissions" in found[1].reason
+
+
+def test_the_result_cache_removes_only_its_own_old_folders(tmp_path):
+    from course_utils.tools.cache import ResultCache
+
+    (tmp_path / "0123456789abcdef0123").mkdir()  # an older key's results
+    (tmp_path / "alice").mkdir()  # not the cache's: a cache pointed at the wrong folder
+    ResultCache(tmp_path, "fedcba9876543210fedc")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alice", "fedcba9876543210fedc"]
+
+
 def test_a_missing_lab_is_a_one_line_usage_error(tmp_path, capsys):
     assert grading.main(["no_such_lab", str(tmp_path), "--out", str(tmp_path / "g.csv")]) == 2
     err = capsys.readouterr().err

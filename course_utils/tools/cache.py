@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ..engine.io import atomic_write_text
 from .gradebook import Result
 
 CACHE_VERSION = "1"
+KEY_NAME = re.compile(r"[0-9a-f]{20}")  # what run_key returns: the only folders it removes
 
 
 def grader_fingerprint() -> str:
@@ -38,13 +40,14 @@ def run_key(solution: Path, options: dict) -> str:
 
 
 class ResultCache:
-    """Results of one run's key in ``folder/<key>/``; other keys' folders are removed."""
+    """Results of one run's key in ``folder/<key>/``; other keys' folders are removed (only
+    folders named like a key: a cache pointed at a folder of anything else deletes nothing)."""
 
     def __init__(self, folder: Path, key: str) -> None:
         self.folder = Path(folder) / key
         self.folder.mkdir(parents=True, exist_ok=True)
         for other in Path(folder).iterdir():
-            if other.is_dir() and other.name != key:
+            if other.is_dir() and other.name != key and KEY_NAME.fullmatch(other.name):
                 shutil.rmtree(other, ignore_errors=True)
         for leftover in self.folder.glob(".*.tmp"):  # a write cut short by kill -9
             leftover.unlink(missing_ok=True)

@@ -77,8 +77,9 @@ class Settings:
     threads: int = 1
 
     def key(self) -> dict:
-        """What the cached results depend on (not the threads: a run resumed with another
-        --jobs reuses them)."""
+        """What the cached results depend on: the limits, including the memory cap (which
+        follows --jobs unless --memory is given, so a run resumed with another --jobs and no
+        --memory grades again), but not the kernel's threads."""
         memory = self.sandbox.memory if self.sandbox else None
         return {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
 

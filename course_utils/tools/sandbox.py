@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,8 +101,7 @@ def check_sandbox(memory: int) -> Sandbox:
     """A Sandbox that has just run a command, or SandboxUnavailable with bwrap's own error and
     what to do about it."""
     sandbox = Sandbox(find_bwrap(), memory)
-    probe = Path(os.environ.get("TMPDIR", "/tmp")) / f"course-sandbox-probe-{os.getpid()}"
-    probe.mkdir(parents=True, exist_ok=True)
+    probe = Path(tempfile.mkdtemp(prefix="course-sandbox-probe-"))
     try:
         command = command_line(sandbox, probe, [sys.executable, "-c", "pass"])
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)

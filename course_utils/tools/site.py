@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from ..engine.io import atomic_folder
 from .cleaning import ROOT
 from .site_notebook import page
 
@@ -209,8 +210,7 @@ def build(out: Path, root: Path = ROOT) -> tuple[float, list[str]]:
         src, html = Path(tmp) / "src", Path(tmp) / "build" / "html"  # myst-nb writes beside it
         notes = stage(src, root)
         sphinx_build(src, html, Path(tmp) / "doctrees")
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(html, out)
+        atomic_folder(out, lambda folder: shutil.copytree(html, folder, dirs_exist_ok=True))
     return time.perf_counter() - start, notes
 
 

@@ -40,8 +40,24 @@ def find_submissions(folder: Path, lab: str, skip: list[Path] = ()) -> list[Subm
         else:
             reason = f"{entry.name} is not a notebook; expected {entry.stem}.ipynb"
             sub = Submission(entry.stem, None, NOT_A_NOTEBOOK, reason)
-        found.setdefault(sub.student, []).append(sub)
+        found.setdefault(sub.student, []).append(_readable(sub))
     return [_one_per_student(subs) for _, subs in sorted(found.items())]
+
+
+def _readable(sub: Submission) -> Submission:
+    """``sub``, or a not_a_notebook row when its file cannot be opened (a broken link, no
+    permission): one unreadable hand-in must not stop the class's grading."""
+    if sub.path is None:
+        return sub
+    try:
+        with open(sub.path, "rb"):
+            pass
+    except OSError as exc:
+        reason = (
+            f"{sub.path.name} cannot be read ({exc.strerror}); check the file and its permissions"
+        )
+        return Submission(sub.student, None, NOT_A_NOTEBOOK, reason, sub.note)
+    return sub
 
 
 def _from_folder(folder: Path, lab: str) -> Submission:
