@@ -58,3 +58,13 @@ def test_the_torch_setup_installs_the_courses_torch_range():
         next(r for r in PROJECT["dependencies"] if r.startswith("torch"))
     )
     assert torch_setup.installed_torch().startswith("torch ")  # this environment has one
+
+
+def test_doctor_says_what_dtype_auto_trains_in_here(monkeypatch, capsys):
+    from course_utils.core import device
+
+    for amx, dtype in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(device, "has_amx", lambda amx=amx: amx)
+        monkeypatch.setenv("COURSE_DEVICE", "cpu")
+        assert doctor.torch_report() == 0
+        assert f"--dtype auto trains in {dtype} here" in capsys.readouterr().out

@@ -2,12 +2,14 @@
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
+from course_utils.core.device import has_amx
 from course_utils.engine.checkpoint import CHECKPOINT_NAME, CheckpointError, read_checkpoint
 from course_utils.engine.training import (
     History,
@@ -17,6 +19,7 @@ from course_utils.engine.training import (
     configure_optimizer,
     lr_at,
     train,
+    uses_compile,
 )
 
 
@@ -123,9 +126,11 @@ def test_bf16_autocast_on_cpu_and_plain_fp32_otherwise():
     with autocast_for(cpu, "bf16"):
         y = nn.Linear(4, 4)(torch.ones(2, 4))
     assert y.dtype == torch.bfloat16
-    for precision in ("auto", "fp32"):  # "auto" is bf16 on CUDA only, with or without AMX
-        with autocast_for(cpu, precision):
-            assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
+    with autocast_for(cpu, "fp32"):
+        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
+    with autocast_for(cpu, "auto"):  # bf16 on CPUs with AMX tiles only
+        expected = torch.bfloat16 if has_amx() else torch.float32
+        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == expected
     with pytest.raises(ValueError, match="precision"):
         autocast_for(cpu, "half")
     cfg = TrainConfig(steps=3, precision="bf16", warmup_steps=1, progress=False)
@@ -225,11 +230,72 @@ def test_history_defaults():
     assert h.steps == 0 and h.metric("x") == ([], [])
 
 
-def test_auto_precision_is_bf16_on_cuda_gpus_with_bf16_only(monkeypatch):
-    from course_utils.core.device import prefers_bf16
+def test_auto_precision_is_bf16_on_cuda_gpus_with_bf16_and_amx_cpus(monkeypatch):
+    from course_utils.core import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    assert prefers_bf16("cuda") and not prefers_bf16("cpu")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert dev.prefers_bf16("cuda") and not dev.prefers_bf16("cpu")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    assert not prefers_bf16("cuda")
+    assert not dev.prefers_bf16("cuda")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert dev.prefers_bf16("cpu") and dev.has_amx()
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")  # an older torch: no AMX probe
+    assert not dev.prefers_bf16("cpu")
+
+
+def test_compile_by_default_only_for_long_bf16_runs_on_a_cpu(monkeypatch):
+    from course_utils.engine import training
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(training, "_has_cpp_compiler", lambda: True)
+    long = TrainConfig(steps=5000, precision="bf16", progress=False)
+    assert uses_compile(long, cpu) and not uses_compile(long, cuda)
+    assert not uses_compile(replace(long, steps=4999), cpu)  # a first compile would not pay
+    assert uses_compile(replace(long, steps=10, time_budget=120.0), cpu)
+    assert not uses_compile(replace(long, time_budget=119.0), cpu)
+    assert not uses_compile(replace(long, precision="fp32"), cpu)  # fp32 gains 2-4%
+    assert not uses_compile(replace(long, compile=False), cpu)
+    assert uses_compile(replace(long, precision="fp32", steps=5, compile=True), cpu)
+    monkeypatch.setattr(training, "_has_cpp_compiler", lambda: False)  # inductor needs one
+    assert not uses_compile(long, cpu)
+
+
+def test_a_failed_automatic_compile_trains_uncompiled_with_a_warning(monkeypatch):
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    from course_utils.engine import training
+
+    class Broken(nn.Module):  # what torch.compile returns when inductor cannot build
+        def __init__(self, model):
+            super().__init__()
+            self._orig_mod = model
+
+        def forward(self, x):
+            err = BackendCompilerFailed.__new__(BackendCompilerFailed)
+            Exception.__init__(err, "backend='inductor' raised: no C++ compiler")
+            raise err
+
+    monkeypatch.setattr(
+        training, "uses_compile", lambda config, device: config.compile is not False
+    )
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: Broken(model))
+    cfg = TrainConfig(steps=3, warmup_steps=1, precision="fp32", progress=False)
+    model = tiny_model()
+    with pytest.warns(UserWarning, match="trains uncompiled.*no C\\+\\+ compiler"):
+        history = train(model, copy_task(), cfg, device="cpu")
+    expected = train(tiny_model(), copy_task(), replace(cfg, compile=False), device="cpu")
+    assert history.losses == expected.losses  # the same run, eagerly
+    with pytest.raises(BackendCompilerFailed):  # asked for explicitly: the error stands
+        train(tiny_model(), copy_task(), replace(cfg, compile=True), device="cpu")
+
+
+def test_a_compiled_bf16_run_is_deterministic_and_follows_the_eager_one():
+    cfg = TrainConfig(steps=6, warmup_steps=2, precision="bf16", compile=True, progress=False)
+    first = train(tiny_model(), copy_task(), cfg, device="cpu")
+    again = train(tiny_model(), copy_task(), cfg, device="cpu")
+    eager = train(tiny_model(), copy_task(), replace(cfg, compile=False), device="cpu")
+    assert first.losses == again.losses
+    assert first.losses == pytest.approx(eager.losses, rel=0.02)
+    assert first.losses != eager.losses  # it did compile: the fused kernels round differently

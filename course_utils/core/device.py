@@ -30,11 +30,23 @@ def pick_device(preferred: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+def has_amx() -> bool:
+    """Whether this CPU has Intel's AMX tiles (bf16 matrix units: Xeon Sapphire Rapids and
+    later). Private in torch, so read defensively: an older torch without it means no."""
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except RuntimeError:
+        return False
+
+
 def prefers_bf16(device: str | torch.device) -> bool:
     """Whether precision ``"auto"`` trains on ``device`` under bf16 autocast: on CUDA GPUs that
-    support bf16, not on CPUs. Even on a Xeon with AMX tiles, which multiply large bf16 matrices
-    about 3.5x faster than fp32, BookGPT's ``cpu`` model (width 64) trained 15% fewer tokens per
-    second in bf16 and SumGPT (width 128) only 8% more (``benchmarks/train_step.py``, the
-    README's results): the matrices are too small to pay for autocast's casts."""
+    support bf16, and on CPUs with AMX tiles. Measured on a 2-core Xeon with AMX, idle, 2
+    threads (``benchmarks/train_step.py``, the README's results): SumGPT's step 50 -> 34 ms in
+    bf16 (27 compiled), BookGPT's ``cpu`` step 21 -> 20 ms (16 compiled). CPUs without AMX
+    multiply bf16 no faster than fp32 and pay for the casts, so they stay in fp32."""
     device = torch.device(device)
+    if device.type == "cpu":
+        return has_amx()
     return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()

@@ -65,19 +65,25 @@ def torch_report() -> int:
     try:
         import torch
 
-        from ..core.device import DEVICE_ENV, pick_device
+        from ..core.device import DEVICE_ENV, pick_device, prefers_bf16
     except Exception as exc:
         print(f"torch:   FAILED to import ({exc}); FIX: make setup")
         return 1
     cuda = torch.version.cuda or "none (CPU-only build)"
     print(f"torch:   {torch.__version__}, CUDA build: {cuda}")
     omp = os.environ.get("OMP_NUM_THREADS", "unset")
-    print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp})")
+    wait = os.environ.get("OMP_WAIT_POLICY", "unset")
+    print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp}, "
+          f"OMP_WAIT_POLICY={wait}; PASSIVE shares the cores but slows small steps)")  # fmt: skip
     try:
-        print(f"device:  {pick_device()} ({DEVICE_ENV}={os.environ.get(DEVICE_ENV, 'unset')})")
+        device = pick_device()
     except ValueError as exc:
         print(f"device:  FAILED: {exc}")
         return 1
+    print(
+        f"device:  {device} ({DEVICE_ENV}={os.environ.get(DEVICE_ENV, 'unset')}); "
+        f"--dtype auto trains in {'bf16' if prefers_bf16(device) else 'fp32'} here"
+    )
     return 0
 
 
