@@ -11,8 +11,9 @@ follows the fraction of the budget spent (``lr_at_progress``), so each run's sch
 its time does and a faster implementation simply takes more steps. Rows:
 
 * ``ours``: :class:`course_utils.core.model.GPT` with the engine's default settings
-  (``TrainConfig``: precision ``auto``, which is bf16 autocast on CUDA and fp32 on CPUs; its
-  AdamW kernel; compile or not).
+  (``TrainConfig``: precision ``auto``, which is bf16 autocast on CUDA and on CPUs with AMX,
+  fp32 on other CPUs; compiled where ``uses_compile`` says, i.e. bf16 on a CPU for a run of a
+  minute or more, its compile time counted; its AdamW kernel).
 * ``ours-fp32``: the same in fp32 whatever the hardware (fused attention).
 * ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
   SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
@@ -48,10 +49,17 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from course_utils.core.device import pick_device, prefers_bf16
+from course_utils.core.device import pick_device
 from course_utils.core.flops import matmul_throughput, training_flops
 from course_utils.core.model import GPT, GPTConfig
-from course_utils.engine.training import TrainConfig, Trainer, train, uses_fused_adamw
+from course_utils.engine.training import (
+    TrainConfig,
+    Trainer,
+    train,
+    uses_bf16,
+    uses_compile,
+    uses_fused_adamw,
+)
 from course_utils.projects import corpus
 from course_utils.projects.bookgpt import eval_windows, get_config, mean_loss
 
@@ -161,18 +169,27 @@ def precision_of(row: str) -> str:
 
 def dtype_of(row: str, device) -> torch.dtype:
     """The dtype the row's matmuls run in, which its MFU is measured against."""
-    bf16 = precision_of(row) == "bf16" or (precision_of(row) == "auto" and prefers_bf16(device))
-    return torch.bfloat16 if bf16 else torch.float32
+    return torch.bfloat16 if uses_bf16(device, precision_of(row)) else torch.float32
+
+
+def row_config(row: str, cfg, minutes: float = 0.0) -> TrainConfig:
+    """The engine's settings of a row: ours the engine's defaults (compiled where
+    ``uses_compile`` says); HF never compiled (its ``Trainer`` does not compile by default)."""
+    tc = replace(
+        cfg.train_config(precision=precision_of(row), progress=False), fused=row_fused(row),
+        compile=False if row.startswith("hf") else None,
+    )  # fmt: skip
+    if minutes:  # as many steps as the time allows
+        tc = replace(tc, steps=10**9, time_budget=60.0 * minutes, eval_every=0)
+    return tc
 
 
 def trainer_for(row: str, cfg, gpt_config, device, minutes: float = 0.0) -> Trainer:
-    """The engine's :class:`Trainer` for one row (fresh model, the row's precision)."""
-    tc = replace(
-        cfg.train_config(precision=precision_of(row), progress=False), fused=row_fused(row)
+    """The engine's :class:`Trainer` for one row (fresh model, the row's settings)."""
+    device = torch.device(device)
+    return Trainer(
+        build(row, gpt_config, cfg.seed, device), row_config(row, cfg, minutes), device=device
     )
-    if minutes:  # as many steps as the time allows
-        tc = replace(tc, steps=10**9, time_budget=60.0 * minutes, eval_every=0)
-    return Trainer(build(row, gpt_config, cfg.seed, device), tc, device=torch.device(device))
 
 
 def sync(device) -> None:
@@ -192,10 +209,11 @@ def timed_steps(trainer: Trainer, batches: Callable, start: int, n: int) -> floa
     return time.perf_counter() - began
 
 
-def paired_ratio(cfg, gpt_config, batches, device, pairs: int, steps: int = 20) -> list:
-    """Tokens/s of ours over HF's, in ``pairs`` alternating rounds (after one warm-up each)."""
-    ours = trainer_for("ours", cfg, gpt_config, device)
-    ref = trainer_for("hf", cfg, gpt_config, device)
+def paired_ratio(cfg, gpt_config, batches, device, pairs, minutes, steps: int = 20) -> list:
+    """Tokens/s of ours over HF's, in ``pairs`` alternating rounds (after one warm-up each),
+    each with the settings of its ``minutes`` row (ours compiles where that row does)."""
+    ours = trainer_for("ours", cfg, gpt_config, device, minutes)
+    ref = trainer_for("hf", cfg, gpt_config, device, minutes)
     timed_steps(ours, batches, 0, 3), timed_steps(ref, batches, 0, 3)
     ratios = []
     for i in range(pairs):
@@ -313,16 +331,18 @@ def main(argv=None) -> int:
         return corpus.batch_at(train_data, cfg.batch_size, cfg.block_size, cfg.seed, step)
 
     n_params = sum(p.numel() for p in GPT(gpt_config).parameters())
+    compiled = uses_compile(row_config("ours", cfg, args.minutes), device)
     print(f"bookgpt {cfg.name}: d {cfg.n_embd}, {cfg.n_head} heads, {cfg.n_layer} blocks, "
           f"context {cfg.block_size}, batch {cfg.batch_size}, {n_params:,} parameters; "
           f"{args.minutes:g} min per row on {device} with {torch.get_num_threads()} threads; "
-          f"ours (engine default) in {str(dtype_of('ours', device)).removeprefix('torch.')}; "
+          f"ours (engine default) in {str(dtype_of('ours', device)).removeprefix('torch.')}, "
+          f"{'compiled' if compiled else 'eager'}; "
           f"optimizers: ours {describe_optimizer('ours', device)}, "
           f"HF {describe_optimizer('hf', device)}",
           flush=True)  # fmt: skip
     ratios = []
     if args.pairs:
-        ratios = paired_ratio(cfg, gpt_config, batches, device, args.pairs)
+        ratios = paired_ratio(cfg, gpt_config, batches, device, args.pairs, args.minutes)
         print(f"paired throughput, {args.pairs} alternating rounds of 20 updates: ours/HF "
               f"tokens/s = {statistics.median(ratios):.3f} (median; rounds "
               + ", ".join(f"{r:.3f}" for r in ratios) + ")", flush=True)  # fmt: skip
