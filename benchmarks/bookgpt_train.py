@@ -12,8 +12,8 @@ its time does and a faster implementation simply takes more steps. Rows:
 
 * ``ours``: :class:`course_utils.core.model.GPT` with the engine's default settings
   (``TrainConfig``: precision ``auto``, which is bf16 autocast on CUDA and on CPUs with AMX,
-  fp32 on other CPUs; compiled where ``uses_compile`` says, i.e. bf16 on a CPU for a run of a
-  minute or more, its compile time counted; its AdamW kernel).
+  fp32 on other CPUs; compiled where ``uses_compile`` says, i.e. bf16 on a CPU for a budget of
+  two minutes or more, its compile time counted; its AdamW kernel).
 * ``ours-fp32``: the same in fp32 whatever the hardware (fused attention).
 * ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
   SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
