@@ -27,22 +27,26 @@ def modules():
         yield path, parts
 
 
-def imported_layers(path: Path, parts: tuple[str, ...]) -> set[str]:
-    """The layers (core, engine, ...) a module imports from, relative or absolute."""
-    found = set()
+def imported_names(path: Path, parts: tuple[str, ...]):
+    """Every name a module imports, as absolute dotted parts (relative imports resolved), at
+    its top or inside a function."""
     package = ["course_utils", *parts[:-1]]
     for node in ast.walk(ast.parse(path.read_text())):
-        names = []
         if isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             target = [*base, *(node.module.split(".") if node.module else [])]
-            names = [target + [alias.name] for alias in node.names]
+            yield from (target + [alias.name] for alias in node.names)
         elif isinstance(node, ast.Import):
-            names = [alias.name.split(".") for alias in node.names]
-        for name in names:
-            if name[:1] == ["course_utils"] and len(name) > 1 and name[1] in ALLOWED:
-                found.add(name[1])
-    return found
+            yield from (alias.name.split(".") for alias in node.names)
+
+
+def imported_layers(path: Path, parts: tuple[str, ...]) -> set[str]:
+    """The layers (core, engine, ...) a module imports from, relative or absolute."""
+    return {
+        name[1]
+        for name in imported_names(path, parts)
+        if name[:1] == ["course_utils"] and len(name) > 1 and name[1] in ALLOWED
+    }
 
 
 @pytest.mark.parametrize("path, parts", list(modules()), ids=lambda v: getattr(v, "name", ""))
@@ -61,23 +65,13 @@ def test_the_layering_check_catches_an_upward_import(tmp_path):
 
 
 def imported_modules(path: Path, parts: tuple[str, ...], known: set[str]) -> set[str]:
-    """The package's modules (dotted names in ``known``) that a module imports, at its top or
-    inside a function, relative or absolute."""
+    """The package's modules (dotted names in ``known``) that a module imports."""
     found = set()
-    package = ["course_utils", *parts[:-1]]
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = []
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            target = [*base, *(node.module.split(".") if node.module else [])]
-            names = [target + [alias.name] for alias in node.names]
-        elif isinstance(node, ast.Import):
-            names = [alias.name.split(".") for alias in node.names]
-        for name in names:
-            for end in range(len(name), 0, -1):  # the longest prefix that is a module
-                if ".".join(name[:end]) in known:
-                    found.add(".".join(name[:end]))
-                    break
+    for name in imported_names(path, parts):
+        for end in range(len(name), 0, -1):  # the longest prefix that is a module
+            if ".".join(name[:end]) in known:
+                found.add(".".join(name[:end]))
+                break
     return found
 
 
