@@ -98,7 +98,10 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.attn_bias)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        causal = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
+        # Added to the scores: 0 where query t may see key j (j <= t), -inf above the diagonal.
+        # Same result as masked_fill, and faster: its backward passes the gradient straight on.
+        future = torch.ones(config.block_size, config.block_size, dtype=torch.bool).triu(1)
+        causal = torch.zeros(config.block_size, config.block_size).masked_fill(future, -math.inf)
         self.register_buffer("causal_mask", causal, persistent=False)
 
     def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,9 +112,8 @@ class CausalSelfAttention(nn.Module):
 
     def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         T = q.size(-2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        scores = scores.masked_fill(~self.causal_mask[:T, :T], float("-inf"))
-        return scores.softmax(dim=-1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, h, T, T)
+        return (scores + self.causal_mask[:T, :T]).softmax(dim=-1)
 
     def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
         """The softmax attention pattern, (B, h, T, T), for plots and checks."""
