@@ -12,8 +12,9 @@ alike; the table shows the median over rounds and the range. Variants:
 
 * ``eager``: the model as written, ``torch.optim.AdamW`` for-each (torch's default);
 * ``fused``: the same with ``AdamW(fused=True)``;
-* ``compile`` / ``compile-fused``: ``torch.compile`` of the model (``fullgraph=True``: a graph
-  break fails the variant), for-each / fused AdamW;
+* ``compile`` / ``compile-fused``: ``torch.compile`` of the model as the engine compiles it
+  (``compile_for``: on a CPU with inductor's C++ wrapper; ``fullgraph=True``: a graph break
+  fails the variant), for-each / fused AdamW;
 * ``bf16`` / ``compile-bf16``: bf16 autocast, eager / compiled (fused AdamW); ``-explicit``:
   the same built with ``attention="explicit"`` (matmuls and a masked softmax). On a CPU the
   model takes that path under bf16 anyway (SDPA's bf16 backward is slow there), so the two
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bookgpt_train import HFGPT2  # noqa: E402  (a sibling benchmark script)
 
 from course_utils import GPT, build_model  # noqa: E402
-from course_utils.engine.training import Trainer  # noqa: E402
+from course_utils.engine.training import Trainer, compile_for  # noqa: E402
 from course_utils.projects.bookgpt import get_config  # noqa: E402
 
 VARIANTS = {  # name: (implementation, compile, fused AdamW, precision[, attention path])
@@ -91,7 +92,7 @@ def trainer_for(name: str, shape: Shape, device) -> Trainer:
     model.to(device)
     tc = replace(shape.train_config, precision=precision, fused=fused, progress=False)
     tc = replace(tc, compile=False)  # the variant says; the engine's rule would compile bf16
-    net = torch.compile(model, fullgraph=True) if compiled else None
+    net = compile_for(model, device, fullgraph=True) if compiled else None
     return Trainer(model, tc, device=device, net=net)
 
 

@@ -153,6 +153,14 @@ def uses_compile(config: TrainConfig, device: torch.device) -> bool:
     return long_run and bf16_cpu and _has_cpp_compiler()
 
 
+def compile_for(net: nn.Module, device: torch.device, *, fullgraph: bool = False) -> nn.Module:
+    """``torch.compile`` of ``net`` for ``device``: on a CPU with inductor's C++ wrapper, which
+    calls the graph's kernels from C++ rather than Python (BookGPT's compiled bf16 step 4-5%
+    faster, the compile no slower)."""
+    options = {"cpp_wrapper": True} if device.type == "cpu" else None
+    return torch.compile(net, fullgraph=fullgraph, options=options)
+
+
 def _has_cpp_compiler() -> bool:
     """Whether inductor finds a C++ compiler to build its CPU kernels with."""
     return any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "clang++"))
@@ -242,7 +250,7 @@ class Trainer:
         self.device = device if device is not None else next(model.parameters()).device
         self.net = net if net is not None else model  # what runs forward: DDP or compiled
         if net is None and uses_compile(config, self.device):
-            self.net = torch.compile(model)
+            self.net = compile_for(model, self.device)
         self.optimizer = configure_optimizer(
             model, config.lr, config.weight_decay, config.betas,
             fused=uses_fused_adamw(config, self.device) or None,
@@ -451,7 +459,7 @@ def _wrap(model: nn.Module, config: TrainConfig, dist: Dist, device: torch.devic
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    return torch.compile(net) if uses_compile(config, device) else net
+    return compile_for(net, device) if uses_compile(config, device) else net
 
 
 def train(
