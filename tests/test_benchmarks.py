@@ -76,7 +76,7 @@ def test_bookgpt_benchmark_prints_a_sane_table_and_fails_strict_on_a_missed_targ
 ):
     rows = "ours,hf,ours-bf16"
     args = ["--config", "tiny", "--data", str(data_dir), "--minutes", "0.02", "--pairs", "2",
-            "--rows", rows, "--eval-batches", "1"]  # fmt: skip
+            "--pair-steps", "5", "--rows", rows, "--eval-batches", "1"]  # fmt: skip
     assert bench.main(args) == 0
     out = capsys.readouterr().out
     body = table(out, "| row |")
@@ -91,6 +91,7 @@ def test_bookgpt_benchmark_prints_a_sane_table_and_fails_strict_on_a_missed_targ
     loss = float(loss_line.split(": ")[1].split()[0])
     assert loss_line.endswith("(met)") == (loss <= bench.TARGET_LOSS)
     assert "adamw_torch" in out  # the HF row says which optimizer its Trainer would use
+    assert "2 alternating rounds of 5 updates" in out  # --pairs and --pair-steps, as asked
     monkeypatch.setattr(bench, "TARGET_LOSS", 0.0)  # no model reaches it: --strict must fail
     assert bench.main([*args, "--strict"]) == 1
     capsys.readouterr()
