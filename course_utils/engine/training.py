@@ -129,9 +129,9 @@ def uses_fused_adamw(config: TrainConfig, device: torch.device) -> bool:
     return config.fused if config.fused is not None else device.type in ("cpu", "cuda")
 
 
-# Compiling BookGPT's or SumGPT's step took 23-24 s on 2 cores the first time on a machine
-# (inductor builds its C++ kernels, then caches them) and 2.6 s after; in bf16 on a CPU it then
-# saves 3-4 ms of BookGPT's ~19 ms step and 7 ms of SumGPT's ~30 ms. These thresholds make the
+# Compiling BookGPT's or SumGPT's step took 21-24 s on 2 cores the first time on a machine
+# (inductor builds its C++ kernels, then caches them) and 2.5 s after; in bf16 on a CPU it then
+# saves 5 ms of BookGPT's ~18 ms step and 8 ms of SumGPT's ~29 ms. These thresholds make the
 # compile pay even the first time.
 COMPILE_MIN_STEPS = 5000
 COMPILE_MIN_SECONDS = 120.0
