@@ -80,6 +80,45 @@ def test_attention_weights_are_causal_and_rows_sum_to_one():
     assert torch.all(w.triu(diagonal=1) == 0)
 
 
+def _attention_both_ways(attn, x, bf16: bool):
+    """(weights, output, q.grad, k.grad) of ``attn`` as the model computes them (a 0 / -inf
+    matrix added to the scores) and as the textbook does (masked_fill on the scores)."""
+
+    def masked_fill_weights(q, k):
+        T = q.size(-2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)
+        allowed = torch.ones(T, T, dtype=torch.bool).tril()
+        return scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+
+    results = []
+    for weights in (attn._weights, masked_fill_weights):
+        q, k, v = (t.detach().requires_grad_() for t in attn._heads(x))
+        with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+            w = weights(q, k)
+            y = w @ v
+        (y.float() * randn(*y.shape, seed=8)).sum().backward()
+        results.append((w, y, q.grad, k.grad))
+    return results
+
+
+def test_the_additive_causal_mask_equals_masked_fill():
+    # fp32: the same weights, output and gradients bit for bit. Under bf16 autocast the float
+    # mask promotes the scores, so the softmax runs (and differentiates) in fp32 where
+    # masked_fill's ran in bf16: the output, rounded to bf16 at the matmul, is still the same;
+    # the gradients agree to bf16's precision.
+    config = GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=4, n_embd=48)
+    attn = build_model(GPT, config, seed=3, device="cpu").blocks[0].attn
+    x = randn(2, 11, 48, seed=7)
+    for ours, textbook in zip(*_attention_both_ways(attn, x, bf16=False)):
+        assert torch.equal(ours, textbook)
+    ours, textbook = _attention_both_ways(attn, x, bf16=True)
+    assert ours[0].dtype == torch.float32 and textbook[0].dtype == torch.bfloat16
+    assert torch.equal(ours[0].bfloat16(), textbook[0]) and torch.equal(ours[1], textbook[1])
+    for grad, reference in zip(ours[2:], textbook[2:]):
+        assert torch.allclose(grad, reference, rtol=0.02, atol=5e-4)
+    assert torch.all(ours[0].triu(diagonal=1) == 0)
+
+
 @pytest.mark.parametrize(
     "overrides",
     [

@@ -99,7 +99,9 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         # Added to the scores: 0 where query t may see key j (j <= t), -inf above the diagonal.
-        # Same result as masked_fill, and faster: its backward passes the gradient straight on.
+        # In fp32 the same weights as masked_fill, bit for bit, and faster: the add's backward
+        # passes the gradient straight on. Under bf16 autocast the float mask promotes the
+        # scores, so the softmax runs in fp32 (tests/test_model.py).
         future = torch.ones(config.block_size, config.block_size, dtype=torch.bool).triu(1)
         causal = torch.zeros(config.block_size, config.block_size).masked_fill(future, -math.inf)
         self.register_buffer("causal_mask", causal, persistent=False)
