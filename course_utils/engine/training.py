@@ -140,7 +140,7 @@ COMPILE_MIN_SECONDS = 120.0
 def uses_compile(config: TrainConfig, device: torch.device) -> bool:
     """Whether a run compiles its model: ``config.compile``, or by default where it measured
     faster with its compile time counted: bf16 autocast on a CPU (the fused casts, norms and
-    GELUs; fp32 gains 2-4%), for runs of at least 5,000 steps or a two-minute budget, and where
+    GELUs; fp32 gains 4-8%), for runs of at least 5,000 steps or a two-minute budget, and where
     a C++ compiler is installed for inductor."""
     if config.compile is not None:
         return config.compile
