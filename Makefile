@@ -2,8 +2,6 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Jupyter refuses to run as root unless told (containers, CI boxes).
-LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: setup instructor dev course test lint publish-labs site
 
@@ -37,12 +35,12 @@ setup: $(VENV)/.installed
 instructor: $(VENV)/.installed-instructor
 dev: $(VENV)/.installed-dev
 
-# The lessons are the course's own: trusting them lets JupyterLab draw their saved widgets
-# (quizzes, sliders, finished progress bars) before anything runs.
+# JupyterLab on the whole checkout (lessons and labs), at lesson 01; the lessons are trusted,
+# so JupyterLab draws their saved widgets before anything runs (course_utils/tools/open_course.py,
+# which `gpt-course open DIR` runs on a student's copy too).
 course: setup
 	$(BIN)/python -m course_utils doctor || true
-	-$(BIN)/jupyter trust notebooks/*.ipynb
-	$(BIN)/jupyter lab $(LAB_ARGS) notebooks/01_tokens_and_embeddings.ipynb
+	$(BIN)/python -m course_utils open .
 
 test: $(VENV)/.installed-dev $(VENV)/.installed-site
 	$(BIN)/python -m pytest

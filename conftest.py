@@ -1,5 +1,6 @@
-"""Repository-wide pytest hooks: a per-file time table at the end of a run (each notebook's
-cells add up to its file), so CI prints how long every lesson took to check."""
+"""Repository-wide pytest hooks: a preflight at the start (what decides which tests can run) and a
+per-file time table at the end of a run (each notebook's cells add up to its file), so CI prints
+how long every lesson took to check."""
 
 from __future__ import annotations
 
@@ -18,3 +19,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_sep("-", "seconds per file (cells of a notebook add up)")
         for s, f in rows:
             terminalreporter.write_line(f"{s:8.1f}  {f}")
+
+
+def pytest_report_header(config):
+    """The preflight, first thing in every run: what lies outside Python and decides which tests
+    can run (the grading sandbox, user namespaces, a browser for the website's test)."""
+    from course_utils.tools.doctor import preflight_lines
+
+    return [f"preflight: {line}" for line in preflight_lines()]

