@@ -1,0 +1,104 @@
+"""The CPU class and the bf16 probe behind precision ``auto``: the class follows the emulation
+variables the way oneDNN and ATen do, and a probe is measured once per machine and remembered."""
+
+import json
+
+import pytest
+
+from course_utils.core import cpu
+
+
+@pytest.fixture
+def amx_host(monkeypatch):
+    """A host whose own instruction set is AMX, with no emulation variables set."""
+    monkeypatch.setattr(cpu, "hardware_class", lambda: "amx")
+    for name in (*cpu.ISA_ENV, cpu.ATEN_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    "onednn, aten, expected",
+    [
+        (None, None, "amx"),
+        ("AVX512_CORE_AMX", "avx512", "amx"),
+        ("AVX512_CORE_BF16", "avx512", "avx512_bf16"),
+        ("AVX512_CORE", "avx512", "avx512"),
+        ("AVX512_CORE_VNNI", None, "avx512"),
+        ("AVX2", "avx2", "avx2"),
+        (None, "avx2", "avx2"),
+        ("AVX2", None, "avx2"),
+        ("ALL", None, "amx"),
+        ("SSE41", None, "other"),
+    ],
+)
+def test_the_class_is_capped_by_the_emulation_variables(amx_host, onednn, aten, expected):
+    if onednn:
+        amx_host.setenv("ONEDNN_MAX_CPU_ISA", onednn)
+    if aten:
+        amx_host.setenv("ATEN_CPU_CAPABILITY", aten)
+    assert cpu.cpu_class() == expected
+
+
+def test_a_cap_never_raises_the_class(monkeypatch):
+    monkeypatch.setattr(cpu, "hardware_class", lambda: "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert cpu.cpu_class() == "avx2"
+
+
+def test_the_old_onednn_variable_name_counts_too(amx_host):
+    amx_host.setenv("DNNL_MAX_CPU_ISA", "AVX2")
+    assert cpu.cpu_class() == "avx2"
+
+
+def test_a_probe_is_measured_once_and_remembered(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake_measure(width):
+        calls.append(width)
+        return cpu.BF16Probe(width, fp32_s=0.010, bf16_s=0.004, cpu_class="amx")
+
+    monkeypatch.setattr(cpu, "measure_bf16", fake_measure)
+    first = cpu.bf16_probe(64)
+    assert first.faster and first.speedup == pytest.approx(2.5)
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "precision auto is bf16 autocast here" in said
+    assert cpu.bf16_probe(64) == first and calls == [64]  # the second answer comes from disk
+    assert capsys.readouterr().err == ""  # and says nothing
+    cpu.bf16_probe(128)  # another width is another question
+    assert calls == [64, 128]
+    stored = json.loads((tmp_path / "bf16_probe.json").read_text())
+    assert len(stored) == 2 and all("|64" in k or "|128" in k for k in stored)
+
+
+def test_the_cache_key_changes_with_the_emulated_class_and_threads(amx_host):
+    import torch
+
+    plain = cpu.probe_key(64)
+    amx_host.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert cpu.probe_key(64) != plain
+    amx_host.delenv("ONEDNN_MAX_CPU_ISA")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        assert cpu.probe_key(64) != plain
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_corrupt_cache_is_measured_again(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    (tmp_path / "bf16_probe.json").write_text("{not json")
+    monkeypatch.setattr(
+        cpu, "measure_bf16", lambda w: cpu.BF16Probe(w, 0.010, 0.020, cpu_class="avx2")
+    )
+    probe = cpu.bf16_probe(64)
+    assert not probe.faster and "precision auto is fp32 here" in capsys.readouterr().err
+
+
+def test_the_real_measurement_is_quick_and_sane():
+    probe = cpu.measure_bf16(32, rows=256, rounds=2)
+    assert probe.fp32_s > 0 and probe.bf16_s > 0 and probe.width == 32
+    assert probe.cpu_class in cpu.CLASSES
