@@ -28,10 +28,11 @@ from grading_helpers import (
     lab,
     points,
     save,
+    solution,
     solved,
 )
 
-from course_utils.tools import autograde, gradebook, grading, workers
+from course_utils.tools import autograde, gradebook, grading, submissions, workers
 
 # ---------------------------------------------------------------------------------------------
 # Building submissions
@@ -121,6 +122,7 @@ def build_submissions(folder):
     save(other, folder / "other_lab.ipynb")
     (folder / "empty").mkdir()
     (folder / "empty" / "README.txt").write_text("forgot to attach it", encoding="utf-8")
+    (folder / "linked.ipynb").symlink_to(FIXTURE.resolve())  # a link to the answer key
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +143,8 @@ def test_the_gradebook_has_a_column_per_test_cell_and_a_row_per_student(run):
     header = run["out"].read_text().splitlines()[0]
     assert header == "student,ex1_test,ex2_test,ex3_test,total,max,status,reason"
     assert sorted(run["rows"]) == [
-        "corrupt", "empty", "essay", "exits", "killer", "messy", "notes", "other_lab",
-        "partial", "solution", "tamper", "untouched", "wrong",
+        "corrupt", "empty", "essay", "exits", "killer", "linked", "messy", "notes",
+        "other_lab", "partial", "solution", "tamper", "untouched", "wrong",
     ]  # fmt: skip
     assert {row["max"] for row in run["rows"].values()} == {"6"}
 
@@ -244,6 +246,14 @@ def test_unreadable_files_are_reported_in_the_status_column(run):
     assert rows["essay"]["reason"] == "essay.pdf is not a notebook; expected essay.ipynb"
 
 
+def test_a_link_to_the_answer_key_scores_0_and_says_why(run):
+    row = run["rows"]["linked"]
+    assert (row["status"], row["total"]) == ("not_regular", "0")
+    assert row["reason"].startswith("linked.ipynb is a symbolic link (to ")
+    text = feedback_of(run, "linked")
+    assert "Not graded (not_regular): linked.ipynb is a symbolic link" in text
+
+
 def test_a_notebook_of_another_lab_is_reported(run):
     row = run["rows"]["other_lab"]
     assert (row["status"], row["total"]) == ("wrong_lab", "0")
@@ -315,7 +325,7 @@ def test_a_worker_past_the_total_limit_is_killed_with_everything_it_started(tmp_
 
 
 def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit: None)
+    monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit, watch: None)
     lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
     sub = grading.Submission("slow", tmp_path / "slow.ipynb")
     settings = grading.Settings(timeout=TIMEOUT, total_timeout=60)
@@ -387,13 +397,66 @@ def test_submissions_are_found_as_files_or_folders(tmp_path):
 
 
 def test_an_unreadable_hand_in_is_a_row_not_a_crash(tmp_path):
-    save(lab(), tmp_path / "ann.ipynb")
-    (tmp_path / "bob.ipynb").symlink_to(tmp_path / "gone.ipynb")  # a broken link
-    found = grading.find_submissions(tmp_path, LAB)
-    assert [(s.student, s.path is None, s.status) for s in found] == [
-        ("ann", False, ""), ("bob", True, "not_a_notebook")
-    ]  # fmt: skip
-    assert "bob.ipynb cannot be read" in found[1].reason and "permissions" in found[1].reason
+    save(lab(), tmp_path / "subs" / "ann.ipynb")
+    (ann,) = grading.find_submissions(tmp_path / "subs", LAB)
+    (tmp_path / "subs" / "ann.ipynb").unlink()  # gone between finding and reading
+    row = submissions.private_copy(ann, tmp_path / "subs", tmp_path / "copy")
+    assert (row.student, row.path, row.status) == ("ann", None, "not_a_notebook")
+    assert row.reason.startswith("ann.ipynb cannot be read (No such file or directory)")
+
+
+def links_and_special_files(folder):
+    """A folder of hand-ins that are not regular files, next to ones that are."""
+    outside = save(solution(), folder.parent / "elsewhere" / f"{LAB}.ipynb")
+    save(lab(), folder / "ann.ipynb")
+    (folder / "bob.ipynb").symlink_to(outside)  # a link to the answer key
+    (folder / "cat").symlink_to(outside.parent)  # a student folder that is a link
+    (folder / "dan").mkdir()
+    (folder / "dan" / f"{LAB}.ipynb").symlink_to(outside)
+    os.mkfifo(folder / "eve.ipynb")  # opening it for reading would block
+    os.link(outside, folder / "fay.ipynb")  # a hard link to a file outside the folder
+    save(lab(), folder / "gus.ipynb")
+    os.link(folder / "gus.ipynb", folder / "hal.ipynb")  # both names inside: regular files
+    (folder / "ivy.ipynb").symlink_to(folder / "gone.ipynb")  # a broken link
+    save(lab(), folder / "jo" / "sub" / f"{LAB}.ipynb")
+    (folder / "jo" / "sub").rename(folder / "jo" / "real")
+    (folder / "jo" / "sub").symlink_to("real")  # reached only through a linked folder
+
+
+def test_links_fifos_and_outside_hard_links_are_rows_and_never_opened(tmp_path):
+    links_and_special_files(tmp_path / "subs")
+    found = {s.student: s for s in grading.find_submissions(tmp_path / "subs", LAB)}
+    graded = sorted(s for s, sub in found.items() if sub.path is not None)
+    assert graded == ["ann", "gus", "hal", "jo"]
+    assert found["jo"].path.relative_to(tmp_path).as_posix() == f"subs/jo/real/{LAB}.ipynb"
+    refused = {s: sub.reason for s, sub in found.items() if sub.status == "not_regular"}
+    assert sorted(refused) == ["bob", "cat", "dan", "eve", "fay", "ivy"]
+    outside = tmp_path / "elsewhere" / f"{LAB}.ipynb"
+    assert refused["bob"] == (
+        f"bob.ipynb is a symbolic link (to {outside}), not a regular file: it was not opened; "
+        "hand in (or copy in) the notebook file itself"
+    )
+    assert refused["cat"].startswith(f"cat is a symbolic link (to {outside.parent})")
+    assert refused["dan"].startswith(f"dan/{LAB}.ipynb is a symbolic link")
+    assert refused["eve"].startswith("eve.ipynb is a FIFO (named pipe), not a regular file")
+    assert refused["fay"].startswith("fay.ipynb is a hard link to a file outside the submissions")
+    assert refused["ivy"].startswith("ivy.ipynb is a symbolic link")
+
+
+def test_a_hand_in_is_read_without_following_a_link_on_its_way(tmp_path):
+    subs = tmp_path / "subs"
+    save(lab(), subs / "ann" / "work" / f"{LAB}.ipynb")
+    (ann,) = grading.find_submissions(subs, LAB)
+    assert submissions.read_hand_in(subs, ann.path) == ann.path.read_bytes()
+    # the folder on its way is swapped for a link to the answer key after it was found
+    (subs / "ann" / "work").rename(subs / "ann" / "old")
+    save(solution(), tmp_path / "key" / f"{LAB}.ipynb")
+    (subs / "ann" / "work").symlink_to(tmp_path / "key")
+    with pytest.raises(submissions.NotRegular, match="work is a symbolic link"):
+        submissions.read_hand_in(subs, ann.path)
+    row = submissions.private_copy(ann, subs, tmp_path / "copy")
+    assert (row.path, row.status) == (None, "not_regular")
+    assert not (tmp_path / "copy").exists()
 
 
 def test_the_result_cache_removes_only_its_own_old_folders(tmp_path):

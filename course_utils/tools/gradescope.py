@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import shutil
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -171,11 +169,8 @@ def run_in(root: Path) -> int:
         box = None
         if settings["sandbox"]:
             box = sandboxes.check_sandbox(sandboxes.parse_memory(settings["memory"]))
-        with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
-            folder = Path(tmp) / "subs" / SUBMITTER
-            shutil.copytree(root / "submission", folder)
-            limits = Settings(timeout=settings["timeout"], sandbox=box, threads=1)
-            rows, lab = grade(solution, folder.parent, settings=limits, log=print)
+        limits = Settings(timeout=settings["timeout"], sandbox=box, threads=1)
+        rows, lab = grade(solution, root / "submission", settings=limits, student=SUBMITTER)
     except (sandboxes.SandboxUnavailable, UsageError) as problem:
         message = f"The autograder could not grade this submission: {problem}"
         atomic_write_text(results_file, json.dumps({"score": 0, "output": message, "tests": []}))

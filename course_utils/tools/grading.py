@@ -53,9 +53,9 @@ from .gradebook import (
     write_feedback,
     write_gradebook,
 )
-from .submissions import Submission, find_submissions
+from .submissions import Submission, find_submissions, private_copy
 from .verify import UNREPORTED, verify_cell
-from .workers import kill_running, last_lines, run_with_limit
+from .workers import DiskWatch, kill_running, last_lines, run_with_limit
 
 DEFAULT_TIMEOUT = 300  # seconds per cell
 DEFAULT_TOTAL_TIMEOUT = 1800  # seconds per submission, everything included
@@ -75,13 +75,16 @@ class Settings:
     total_timeout: int = DEFAULT_TOTAL_TIMEOUT
     sandbox: sandboxes.Sandbox | None = None
     threads: int = 1
+    host_bytes: int = sandboxes.MAX_HOST_BYTES  # what one hand-in may leave on the disk
+    forbid_reference: bool = False  # an answer that calls the exercise's reference scores 0
 
     def key(self) -> dict:
         """What the cached results depend on: the limits, including the memory cap (which
         follows --jobs unless --memory is given, so a run resumed with another --jobs and no
         --memory grades again), but not the kernel's threads."""
         memory = self.sandbox.memory if self.sandbox else None
-        return {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
+        limits = {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
+        return limits | {"host_bytes": self.host_bytes, "forbid_reference": self.forbid_reference}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,19 +246,25 @@ def grade(
     cache: Path | None = None,
     skip: list[Path | None] | None = None,
     log: Callable[[str], None] = print,
+    student: str | None = None,
 ) -> tuple[list[Result], Lab]:
     """Grade every submission in ``submissions`` against ``solution``; rows sorted by student.
 
     ``skip`` names paths inside ``submissions`` that are not hand-ins (the gradebook itself);
-    results already in ``cache`` for the same hand-in, solution and settings are reused."""
+    results already in ``cache`` for the same hand-in, solution and settings are reused. With
+    ``student``, the whole folder is that one student's hand-in (Gradescope's layout). Each
+    hand-in is read once, without following links, into a private copy that is graded."""
     settings = settings or Settings()
     remove_stale_workdirs()
     with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as tmp:
         lab = prepare_lab(solution, Path(tmp) / "lab")
-        found = find_submissions(submissions, lab.name, skip=[p for p in skip or [] if p])
+        skipped = [p for p in skip or [] if p]
+        found = find_submissions(submissions, lab.name, skip=skipped, student=student)
         store = ResultCache(cache, run_key(solution, settings.key())) if cache else None
         results, todo = [], []
-        for sub in found:
+        for i, sub in enumerate(found):
+            if sub.path is not None:
+                sub = private_copy(sub, submissions, Path(tmp) / "hand-ins" / str(i))
             done = store.get(sub.student, sub.path.read_bytes()) if store and sub.path else None
             if sub.path is None or done:
                 results.append(finish(done or Result(sub.student, sub.status, sub.reason), sub))
@@ -397,17 +406,21 @@ def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
             "threads": settings.threads, **fields}  # fmt: skip
 
 
-def run_job(job: dict, workdir: Path, limit: float) -> tuple[dict | None, int | None]:
-    """Run ``job`` in a worker: (its result, or None, and the worker's exit code)."""
+def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, int | None, str]:
+    """Run ``job`` in a worker: its result (or None), the worker's exit code, and why the disk
+    cap stopped it ("" if it did not)."""
     from .autograde import worker_process
 
     workdir.mkdir(parents=True)
     (workdir / "job.json").write_text(json.dumps(job), encoding="utf-8")
-    returncode = run_with_limit(worker_process, (str(workdir),), workdir, limit)
+    watch = DiskWatch(workdir, settings.host_bytes, [workdir / "k"])
+    returncode = run_with_limit(
+        worker_process, (str(workdir),), workdir, settings.total_timeout, watch
+    )
     result_file = workdir / "result.json"
     if result_file.exists():
-        return json.loads(result_file.read_text(encoding="utf-8")), returncode
-    return None, returncode
+        return json.loads(result_file.read_text(encoding="utf-8")), returncode, watch.stopped
+    return None, returncode, watch.stopped
 
 
 def reference_records(lab: Lab, solution: Path, settings: Settings, store, workdir: Path):
@@ -416,9 +429,9 @@ def reference_records(lab: Lab, solution: Path, settings: Settings, store, workd
         return cached
     job = _job(lab, workdir, settings, mode=recording.REFERENCE, solution=str(solution.resolve()))
     try:
-        data, returncode = run_job(job, workdir, settings.total_timeout)
-        if data is None:
-            why = _worker_failure(returncode, workdir, settings.total_timeout)
+        data, returncode, stopped = run_job(job, workdir, settings)
+        if data is None or stopped:
+            why = stopped or _worker_failure(returncode, workdir, settings.total_timeout)
             raise UsageError(f"the solution {solution} could not be run: {why}")
         if data["status"] != GRADED:
             raise UsageError(f"cannot grade against {solution}: {data['reason']}")
@@ -439,14 +452,15 @@ def grade_safely(
         job = _job(
             lab, workdir, settings, mode=recording.RECORD, submission=str(sub.path.resolve())
         )
-        data, returncode = run_job(job, workdir, settings.total_timeout)
+        data, returncode, stopped = run_job(job, workdir, settings)
         if data is None:
-            why = _worker_failure(returncode, workdir, settings.total_timeout)
-            status = KILLED if returncode is None else ERROR
+            why = stopped or _worker_failure(returncode, workdir, settings.total_timeout)
+            status = KILLED if returncode is None or stopped else ERROR
             result = Result(sub.student, status, why)
         else:
             records = data.pop("records", {})
             result = Result(sub.student, **data)
+            result.reason = "; ".join(filter(None, [stopped, result.reason]))
     except Exception as exc:  # a bug or an OS error: report it in the row, grade the others
         result = Result(sub.student, ERROR, f"grading crashed: {type(exc).__name__}: {exc}")
     finally:  # nbgrader's read-only files go too: their folders are writable
