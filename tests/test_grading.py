@@ -6,6 +6,7 @@ generated lab, and one grading run over all of them (module scope, sandboxed) is
 tests. tests/test_sandbox.py, test_tamper.py and test_accidents.py build on the helpers here.
 """
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -56,7 +57,7 @@ def count_tokens(text):
 NOISY_ONE_HOT = """def one_hot(ids, vocab_size):
     print("\\n".join(f"debug line {i}" for i in range(3000)))
     print("x" * 100_000)
-    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+    return torch.eye(vocab_size)[ids]"""
 
 PATCH_CHECKS = """import course_utils.lessons.checks
 
@@ -123,6 +124,8 @@ def build_submissions(folder):
     (folder / "empty").mkdir()
     (folder / "empty" / "README.txt").write_text("forgot to attach it", encoding="utf-8")
     (folder / "linked.ipynb").symlink_to(FIXTURE.resolve())  # a link to the answer key
+    calls = "import torch.nn.functional as F\n\none_hot = lambda ids, n: F.one_hot(ids, n) * 1.0"
+    save(answered(solved(lab()), ex3_answer=calls), folder / "calls_reference.ipynb")
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +146,8 @@ def test_the_gradebook_has_a_column_per_test_cell_and_a_row_per_student(run):
     header = run["out"].read_text().splitlines()[0]
     assert header == "student,ex1_test,ex2_test,ex3_test,total,max,status,reason"
     assert sorted(run["rows"]) == [
-        "corrupt", "empty", "essay", "exits", "killer", "linked", "messy", "notes",
-        "other_lab", "partial", "solution", "tamper", "untouched", "wrong",
+        "calls_reference", "corrupt", "empty", "essay", "exits", "killer", "linked", "messy",
+        "notes", "other_lab", "partial", "solution", "tamper", "untouched", "wrong",
     ]  # fmt: skip
     assert {row["max"] for row in run["rows"].values()} == {"6"}
 
@@ -254,6 +257,55 @@ def test_a_link_to_the_answer_key_scores_0_and_says_why(run):
     assert "Not graded (not_regular): linked.ipynb is a symbolic link" in text
 
 
+def test_an_answer_that_calls_the_reference_is_reported(run):
+    row = run["rows"]["calls_reference"]  # ex3 asks for one_hot without F.one_hot
+    note = "ex3_answer calls one_hot, which the exercise asks you to write yourself"
+    assert (points(row), row["reason"]) == (TESTS, note)
+    assert f"## ex3_test: 3 / 3\n\npassed\n\n- before it: {note}\n" in feedback_of(
+        run, "calls_reference"
+    )
+
+
+def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
+    references = {"ex3_answer": {"reference": ["torch.nn.functional.one_hot"], "test": "ex3_test"}}
+    lab_ = grading.Lab(LAB, Path("db"), Path("release"), TESTS, references=references)
+    calls = {"ex3_answer": ["torch.nn.functional.one_hot"]}
+    for forbid, ex3 in ((False, 3.0), (True, 0.0)):
+        row = gradebook.Result(
+            "ann", "graded", "", dict(TESTS), {"ex3_test": {"message": "passed"}}
+        )
+        row = grading.with_references(row, calls, lab_, forbid)
+        assert row.scores == {**TESTS, "ex3_test": ex3}
+        assert (
+            row.reason == "ex3_answer calls one_hot, which the exercise asks you to write yourself"
+        )
+    assert row.feedback["ex3_test"]["message"] == (
+        f"\u274c {row.reason}: this exercise scores 0 (--forbid-reference)"
+    )
+    assert grading.settings_from(grading.configure(argparse.ArgumentParser()).parse_args(
+        [LAB, str(FIXTURE.parent), "--out", "g.csv", "--no-sandbox", "--forbid-reference"]
+    )).forbid_reference  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("import torch.nn.functional as F\nF.one_hot(x, 3)", ["torch.nn.functional.one_hot"]),
+        ("from torch.nn.functional import one_hot\n", ["torch.nn.functional.one_hot"]),
+        ("from torch.nn.functional import *\ny = one_hot(x, 3)", ["torch.nn.functional.one_hot"]),
+        ("f = getattr(torch.nn.functional, 'one_hot')", ["torch.nn.functional.one_hot"]),
+        ("def one_hot(ids, n):\n    return torch.eye(n)[ids]\none_hot(x, 2)", []),
+        ("def f(one_hot=None):\n    return one_hot", []),
+        ("x = torch.eye(3)  # one_hot would be easier", []),
+        ("%timeit one_hot(x)", []),  # not Python: nothing read
+    ],
+)
+def test_calls_of_a_reference_are_found_by_name_attribute_import_or_string(source, found):
+    from course_utils.tools.references import calls_in
+
+    assert calls_in(source, ["torch.nn.functional.one_hot"]) == found
+
+
 def test_a_notebook_of_another_lab_is_reported(run):
     row = run["rows"]["other_lab"]
     assert (row["status"], row["total"]) == ("wrong_lab", "0")
@@ -329,8 +381,8 @@ def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
     lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
     sub = grading.Submission("slow", tmp_path / "slow.ipynb")
     settings = grading.Settings(timeout=TIMEOUT, total_timeout=60)
-    result, records = grading.grade_safely(lab_, sub, tmp_path / "work", settings)
-    assert records == {}
+    result, records, calls = grading.grade_safely(lab_, sub, tmp_path / "work", settings)
+    assert records == {} and calls == {}
     assert (result.status, result.reason) == (
         "killed",
         "ran past the 60 s limit for one submission (--total-timeout)",

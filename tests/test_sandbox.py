@@ -143,7 +143,7 @@ FLOOD = """import torch
 
 def one_hot(ids, vocab_size):
     print("x" * 3_000_000)
-    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+    return torch.eye(vocab_size)[ids]"""
 
 
 class Listener:
@@ -338,7 +338,7 @@ MESSAGE = """from IPython.display import display
 
 def one_hot(ids, vocab_size):
     display({{"text/plain": "y" * {size}}}, raw=True)  # one message of about that many bytes
-    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+    return torch.eye(vocab_size)[ids]"""
 
 FILLER = """from pathlib import Path
 
@@ -352,7 +352,7 @@ for i in range({files}):
 
 
 def one_hot(ids, vocab_size):
-    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+    return torch.eye(vocab_size)[ids]"""
 HOST_CAP = 24 * 2**20  # the total cap for this run: the filler below writes 8 times as much
 
 

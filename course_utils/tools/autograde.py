@@ -32,6 +32,7 @@ from ..engine.io import atomic_write_text
 from ..lessons import recording
 from . import sandbox as sandboxes
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
+from .references import calls_in
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
 from .verify import cell_records, check_aliases, strip_expected
@@ -238,6 +239,7 @@ def grade_in_worker(job: dict) -> dict:
     if reason := wrong_lab_reason(nb, release, job["lab"]):
         return {"status": WRONG_LAB, "reason": reason}
     nb, notes = repair(nb, release)
+    calls = reference_calls(nb, job.get("references", {}))
     db_url = f"sqlite:///{Path(job['workdir']) / 'gradebook.db'}"
     shutil.copyfile(job["db"], Path(job["workdir"]) / "gradebook.db")
     notes = restored_cells(nb, release, db_url, job["lab"]) + notes
@@ -260,7 +262,19 @@ def grade_in_worker(job: dict) -> dict:
         "scores": read_scores(db_url, job["lab"]),
         "feedback": feedback,
         "records": records,
+        "references": calls,
     }
+
+
+def reference_calls(nb, references: dict[str, list[str]]) -> dict[str, list[str]]:
+    """answer grade_id -> the references its answer cells (every copy) import or call."""
+    calls: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        answer = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and answer in references:
+            found = calls_in(cell.source, references[answer])
+            calls[answer] = list(dict.fromkeys([*calls.get(answer, []), *found]))
+    return {answer: found for answer, found in calls.items() if found}
 
 
 def reference_in_worker(job: dict) -> dict:

@@ -55,6 +55,8 @@ class Lab:
     db: Path
     release: Path
     tests: dict[str, float]
+    # answer grade_id -> {"reference": [names it must not call], "test": its test cell}
+    references: dict[str, dict] = field(default_factory=dict)
 
     @property
     def max_score(self) -> float:

@@ -80,6 +80,10 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "solution shipped in the bundle",
     )  # fmt: skip
     parser.add_argument(
+        "--forbid-reference", action="store_true",
+        help="score 0 an exercise whose answer calls what it asks the student to write",
+    )  # fmt: skip
+    parser.add_argument(
         "--run-in", type=Path, metavar="ROOT",
         help="grade ROOT/submission into ROOT/results/results.json (what run_autograder does)",
     )  # fmt: skip
@@ -113,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def settings_of(args: argparse.Namespace) -> dict:
-    return {"timeout": args.timeout, "memory": args.memory, "sandbox": not args.no_sandbox}
+    return {"timeout": args.timeout, "memory": args.memory, "sandbox": not args.no_sandbox,
+            "forbid_reference": args.forbid_reference}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,7 +174,10 @@ def run_in(root: Path) -> int:
         box = None
         if settings["sandbox"]:
             box = sandboxes.check_sandbox(sandboxes.parse_memory(settings["memory"]))
-        limits = Settings(timeout=settings["timeout"], sandbox=box, threads=1)
+        forbid = bool(settings.get("forbid_reference"))
+        limits = Settings(
+            timeout=settings["timeout"], sandbox=box, threads=1, forbid_reference=forbid
+        )
         rows, lab = grade(solution, root / "submission", settings=limits, student=SUBMITTER)
     except (sandboxes.SandboxUnavailable, UsageError) as problem:
         message = f"The autograder could not grade this submission: {problem}"

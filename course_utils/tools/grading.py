@@ -53,6 +53,7 @@ from .gradebook import (
     write_feedback,
     write_gradebook,
 )
+from .references import exercise_references, reference_note
 from .submissions import Submission, find_submissions, private_copy
 from .verify import UNREPORTED, verify_cell
 from .workers import DiskWatch, kill_running, last_lines, run_with_limit
@@ -150,6 +151,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         ".cache, next to it); a re-run grades only what is not in it",
     )  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
+    parser.add_argument(
+        "--forbid-reference", action="store_true",
+        help="score 0 an exercise whose answer calls what it asks the student to write (the "
+        "solution's metadata names it); without it such an answer is only reported",
+    )  # fmt: skip
     parser.set_defaults(func=run)
     return parser
 
@@ -213,7 +219,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         except sandboxes.SandboxUnavailable as exc:
             raise UsageError(str(exc)) from None
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    return Settings(args.timeout, args.total_timeout, box, threads)
+    forbid = args.forbid_reference
+    return Settings(args.timeout, args.total_timeout, box, threads, forbid_reference=forbid)
 
 
 def sandbox_line(box: sandboxes.Sandbox | None) -> str:
@@ -302,8 +309,9 @@ def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Res
         }
         try:
             for future in as_completed(futures):
-                result, records = future.result()
+                result, records, calls = future.result()
                 result = verified(result, records, reference.result(), lab)
+                result = with_references(result, calls, lab, settings.forbid_reference)
                 if store and futures[future].path:
                     store.put(result.student, futures[future].path.read_bytes(), result)
                 results.append(result)
@@ -391,7 +399,8 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
             f"{solution} has no graded test cells (nbgrader metadata with points); "
             "is it a solution notebook?"
         )
-    return Lab(name=name, db=db, release=release, tests=tests)
+    references = exercise_references(source)
+    return Lab(name=name, db=db, release=release, tests=tests, references=references)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,9 +410,10 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
 def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
     box = settings.sandbox
     sandbox = {"bwrap": box.bwrap, "memory": box.memory} if box else None
+    references = {answer: info["reference"] for answer, info in lab.references.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
             "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
-            "threads": settings.threads, **fields}  # fmt: skip
+            "threads": settings.threads, "references": references, **fields}  # fmt: skip
 
 
 def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, int | None, str]:
@@ -444,10 +454,11 @@ def reference_records(lab: Lab, solution: Path, settings: Settings, store, workd
 
 def grade_safely(
     lab: Lab, sub: Submission, workdir: Path, settings: Settings
-) -> tuple[Result, dict]:
-    """Grade one hand-in in a worker: its row (not yet verified) and its check records. Nothing
-    it raises can lose the student's row."""
+) -> tuple[Result, dict, dict]:
+    """Grade one hand-in in a worker: its row (not yet verified), its check records and the
+    references its answers call. Nothing it raises can lose the student's row."""
     records: dict = {}
+    calls: dict = {}
     try:
         job = _job(
             lab, workdir, settings, mode=recording.RECORD, submission=str(sub.path.resolve())
@@ -458,7 +469,7 @@ def grade_safely(
             status = KILLED if returncode is None or stopped else ERROR
             result = Result(sub.student, status, why)
         else:
-            records = data.pop("records", {})
+            records, calls = data.pop("records", {}), data.pop("references", {})
             result = Result(sub.student, **data)
             result.reason = "; ".join(filter(None, [stopped, result.reason]))
     except Exception as exc:  # a bug or an OS error: report it in the row, grade the others
@@ -466,7 +477,7 @@ def grade_safely(
     finally:  # nbgrader's read-only files go too: their folders are writable
         shutil.rmtree(workdir, ignore_errors=True)
     result.reason = result.reason.replace(str(workdir.parent), "<tmp>")  # no run-dependent paths
-    return finish(result, sub), records
+    return finish(result, sub), records, calls
 
 
 def _worker_failure(returncode: int | None, workdir: Path, limit: float) -> str:
@@ -501,4 +512,26 @@ def verified(result: Result, records: dict, reference: dict, lab: Lab) -> Result
             info["message"] = f"\u274c {missing}: {UNREPORTED}"
         if not ok:
             result.scores[test] = 0.0
+    return result
+
+
+def with_references(result: Result, calls: dict, lab: Lab, forbid: bool) -> Result:
+    """The row with each answer that calls its exercise's reference named in its reason and in
+    the exercise's feedback; with ``forbid`` (``--forbid-reference``) the exercise scores 0."""
+    if result.status != GRADED:
+        return result
+    notes = []
+    for answer, called in sorted(calls.items()):
+        test = lab.references.get(answer, {}).get("test")
+        if test not in lab.tests:
+            continue
+        note = reference_note(answer, called)
+        notes.append(note)
+        info = result.feedback.setdefault(test, {"message": "not run", "output": "", "before": []})
+        info["before"] = [*info.get("before", []), note]
+        if forbid:
+            result.scores[test] = 0.0
+            info["message"] = f"\u274c {note}: this exercise scores 0 (--forbid-reference)"
+    if notes:
+        result.reason = one_line("; ".join(filter(None, [*notes, result.reason])), MAX_REASON_CHARS)
     return result
