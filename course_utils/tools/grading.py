@@ -14,8 +14,9 @@ How it works, and why:
   graded by nbgrader's ``autograde`` in a worker process of its own (:mod:`.autograde`): a
   private copy of that gradebook, a kernel in a bubblewrap sandbox (:mod:`.sandbox`), and a
   wall-time limit after which the worker and everything it started are killed (:mod:`.workers`).
-* Bad input never stops the run: unreadable files, non-notebooks, notebooks of another lab,
-  crashed or killed workers each become a row with a status and a reason. Each result is kept
+* Bad input never stops the run: links and special files (never opened), unreadable files,
+  non-notebooks, notebooks of another lab, crashed or killed workers, a hand-in past the disk
+  cap each become a row with a status and a reason. Each result is kept
   in a cache folder next to the gradebook (:mod:`.cache`), so an interrupted run resumes; the
   CSV is written once at the end, atomically, sorted by student (:mod:`.gradebook`).
 """
