@@ -201,3 +201,16 @@ def test_other_not_implemented_errors_keep_their_traceback():
     ((text, error),) = run_cells("raise NotImplementedError('torch has no kernel for this')")
     assert "Traceback" in text and "torch has no kernel for this" in text
     assert isinstance(error, NotImplementedError)
+
+
+def test_a_hint_names_the_likely_cause_when_the_values_differ_and_only_then():
+    hint = "no bias correction"
+    with pytest.raises(CheckFailed, match=r"values off: .*; likely cause: no bias correction$"):
+        check_tensor("p", torch.ones(3) * 3.16, torch.ones(3), hint=hint)
+    with pytest.raises(CheckFailed, match=r"^p: wrong shape: expected \(3,\) got \(2,\)$"):
+        check_tensor("p", torch.ones(2), torch.ones(3), hint=hint)
+    with pytest.raises(CheckFailed, match=r"^n: expected 3 got 4 \(off by \+1\); likely cause: x$"):
+        check_value("n", 4, 3, hint="x")
+    with pytest.raises(CheckFailed, match=r"^n: wrong type: expected an int, got str '3'$"):
+        check_value("n", "3", 3, hint="x")
+    check_tensor("p", torch.ones(3), torch.ones(3), hint=hint)  # passes: no hint shown

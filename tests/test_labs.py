@@ -1,8 +1,12 @@
 """Labs are generated from solutions by nbgrader's preprocessors; empty answers fail every check
 and a wrong answer (of the right type and shape) loses exactly its exercise's points."""
 
+import ast
+import builtins
 import csv
+import importlib
 import json
+import re
 import shutil
 
 import nbformat
@@ -11,6 +15,7 @@ from grading_helpers import require_sandbox
 
 from course_utils.tools import grading
 from course_utils.tools.labs import LABS, SOLUTIONS, check_all, render_lab
+from course_utils.tools.references import calls_in, exercise_references
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
 
@@ -154,3 +159,128 @@ def test_lab_11s_format_checks_name_the_first_failing_pair_and_both_strings():
         r"'999\+999=8991\\n' but sumgpt.format_example gives '194\+181=5730\\n'",
     ):
         exec(checks_only, namespace)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hidden tests that record values, from names the notebook cannot rebind
+
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def _test_cells(nb):
+    return [c for c in _graded_cells(nb) if not c.metadata.nbgrader.get("solution")]
+
+
+def _value_checks(tree) -> list[str]:
+    """The check_value / check_tensor calls in ``tree``, by their callee's last name."""
+    return [
+        node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, (ast.Attribute, ast.Name))
+        and (getattr(node.func, "attr", None) or getattr(node.func, "id", None))
+        in ("check_value", "check_tensor")
+    ]
+
+
+def test_every_exercise_has_a_hidden_test_that_records_values():
+    """The README's count: no graded exercise rests on its visible checks or on check_true."""
+    without = []
+    for solution in SOLVED:
+        for cell in _test_cells(nbformat.read(solution, as_version=4)):
+            hidden = HIDDEN.search(cell.source)
+            if not hidden or not _value_checks(ast.parse(hidden.group(1))):
+                without.append(f"{solution.stem} {cell.metadata.nbgrader['grade_id']}")
+    assert without == []
+
+
+def _module_bindings(statements) -> set[str]:
+    """Names a block of statements binds at its own level (not inside functions, classes,
+    lambdas or comprehensions, which have scopes of their own)."""
+    bound, todo = set(), list(statements)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                                   ast.GeneratorExp)):  # fmt: skip
+            todo.extend(ast.iter_child_nodes(node))
+    return bound
+
+
+def _answer_names(nb) -> set[str]:
+    """What the answer cells of a solution define: the functions and values under test."""
+    names = set()
+    for cell in nb.cells:
+        if (
+            cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+            and cell.cell_type == "code"
+        ):
+            names |= _module_bindings(ast.parse(cell.source).body)
+    return names
+
+
+@pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
+def test_hidden_tests_use_only_private_names_and_the_answers(solution):
+    """A hidden test binds only private names (it never clobbers the student's) and reads only
+    those, builtins and what the answer cells define: its references come from its own imports,
+    never from names the notebook could rebind."""
+    nb = nbformat.read(solution, as_version=4)
+    allowed = _answer_names(nb) | set(dir(builtins))
+    problems = []
+    for cell in _test_cells(nb):
+        hidden = HIDDEN.search(cell.source)
+        tree = ast.parse(hidden.group(1)) if hidden else ast.Module(body=[], type_ignores=[])
+        top = _module_bindings(tree.body)
+        public = sorted(n for n in top if not n.startswith("_"))
+        everywhere = {
+            n.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
+        everywhere |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | top
+        read = {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        outside = sorted(read - everywhere - allowed)
+        if public or outside:
+            problems.append((cell.metadata.nbgrader["grade_id"], public, outside))
+    assert problems == []
+
+
+def _resolves(name: str, setup_names: set[str]) -> bool:
+    if "." not in name:
+        return name in setup_names
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for part in parts[cut:]:
+                target = getattr(target, part)
+            return True
+        except AttributeError:
+            return False
+    return False
+
+
+@pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
+def test_each_named_reference_exists_and_the_solution_does_not_call_it(solution):
+    nb = nbformat.read(solution, as_version=4)
+    setup = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
+            if not cell.metadata.get("nbgrader", {}).get("solution"):
+                setup |= _module_bindings(ast.parse(cell.source).body)
+    answers = {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}  # fmt: skip
+    for answer, info in exercise_references(nb).items():
+        assert info["test"] in {c.metadata.nbgrader["grade_id"] for c in _test_cells(nb)}
+        assert [r for r in info["reference"] if not _resolves(r, setup)] == [], answer
+        assert calls_in(answers[answer], info["reference"]) == [], answer

@@ -9,13 +9,17 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from grading_helpers import (
+    FIXTURE,
     FULL,
+    TIMEOUT,
     answered,
     feedback_of,
     grade_folder_in_a_new_process,
@@ -27,7 +31,7 @@ from grading_helpers import (
 )
 
 import course_utils
-from course_utils.tools import grading, sandbox
+from course_utils.tools import grading, sandbox, workers
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sandbox is Linux only"
@@ -139,7 +143,7 @@ FLOOD = """import torch
 
 def one_hot(ids, vocab_size):
     print("x" * 3_000_000)
-    return torch.nn.functional.one_hot(ids, vocab_size).float()"""
+    return torch.eye(vocab_size)[ids]"""
 
 
 class Listener:
@@ -262,13 +266,193 @@ def test_output_over_the_cap_is_cut_in_the_grader(sandboxed):
 
 
 # ---------------------------------------------------------------------------------------------
+# The caps the README states, each below and above its limit
+
+
+def in_sandbox(tmp_path, script):
+    """Run a Python ``script`` in a fresh sandbox whose own folder is ``tmp_path / "k"``; its
+    stdout (the script prints what worked) and the host path of its runtime folder."""
+    require_sandbox()
+    box = sandbox.check_sandbox(2**31)
+    runtime = tmp_path / "k" / "runtime"
+    command = sandbox.command_line(
+        box, tmp_path / "k", [sys.executable, "-c", script, str(runtime)]
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split(), runtime
+
+
+WRITE = """import errno
+import sys
+
+
+def write(path, mib):
+    try:
+        with open(path, "wb") as f:
+            for _ in range(mib):
+                f.write(b"x" * 2**20)
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+
+
+"""
+
+
+def test_the_private_tmp_holds_256_mib_and_no_more(tmp_path):
+    script = WRITE + (
+        "print(*(write(f'/tmp/part{i}', 60) for i in range(4)))\n"  # 240 MiB: below the cap
+        "print(write('/tmp/more', 60))\n"  # 300 MiB in all
+    )
+    (*below, above), _ = in_sandbox(tmp_path, script)
+    assert below == ["ok", "ok", "ok", "ok"] and above == "ENOSPC"
+
+
+def test_no_file_grows_past_64_mib_in_the_hosts_folder_or_in_tmp(tmp_path):
+    script = WRITE + (
+        "runtime = sys.argv[1]\n"
+        "print(write(runtime + '/under', 63), write(runtime + '/over', 65))\n"
+        "print(write('/tmp/under', 63), write('/tmp/over', 65))\n"
+    )
+    out, runtime = in_sandbox(tmp_path, script)
+    assert out == ["ok", "EFBIG", "ok", "EFBIG"]
+    assert (runtime / "over").stat().st_size == 64 * 2**20
+
+
+def test_the_root_and_the_system_are_read_only(tmp_path):
+    targets = ["/new.txt", "/usr/new.txt", "/etc/new.txt", "/dev/new.txt"]
+    targets += [str(PACKAGE / "new.txt"), str(Path(sys.prefix) / "new.txt")]
+    script = WRITE + (
+        f"for path in {targets!r}:\n"
+        "    print(write(path, 0))\n"
+        "print(write('/tmp/new.txt', 1), write(sys.argv[1] + '/new.txt', 1))\n"  # its own
+    )
+    out, runtime = in_sandbox(tmp_path, script)
+    assert out == ["EROFS"] * len(targets) + ["ok", "ok"]
+    assert not any(Path(t).exists() for t in targets) and (runtime / "new.txt").exists()
+
+
+MESSAGE = """from IPython.display import display
+
+
+def one_hot(ids, vocab_size):
+    display({{"text/plain": "y" * {size}}}, raw=True)  # one message of about that many bytes
+    return torch.eye(vocab_size)[ids]"""
+
+FILLER = """from pathlib import Path
+
+from ipykernel.connect import get_connection_file
+
+folder = Path(get_connection_file()).parent  # the kernel's folder on the host
+for i in range({files}):
+    with open(folder / f"fill{{i}}", "wb") as f:
+        for _ in range({mib}):
+            f.write(b"x" * 2**20)
+
+
+def one_hot(ids, vocab_size):
+    return torch.eye(vocab_size)[ids]"""
+HOST_CAP = 24 * 2**20  # the total cap for this run: the filler below writes 8 times as much
+
+
+class PeakUsage:
+    """The most any hand-in's worker folder held on the disk while this process graded."""
+
+    def __init__(self) -> None:
+        self.peak, self.running = 0, True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while self.running:
+            for folder in Path(tempfile.gettempdir()).glob(f"course-grade-{os.getpid()}-*/s*"):
+                used, _ = workers.folder_usage(folder, 2**40, 10**9)
+                self.peak = max(self.peak, used)
+            time.sleep(0.005)
+
+    def stop(self) -> int:
+        self.running = False
+        self.thread.join()
+        return self.peak
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory):
+    """Hand-ins just under and just over the message and disk caps, graded in one run with a
+    total disk cap of HOST_CAP."""
+    require_sandbox()
+    subs = tmp_path_factory.mktemp("caps") / "submissions"
+    hand_ins = {
+        "message_under": MESSAGE.format(size=60 * 2**20),
+        "message_over": MESSAGE.format(size=68 * 2**20),
+        "filler": FILLER.format(files=48, mib=4),  # 192 MiB
+        "small_writer": FILLER.format(files=4, mib=4),  # 16 MiB
+    }
+    for name, source in hand_ins.items():
+        save(answered(solved(lab()), ex3_answer=source), subs / f"{name}.ipynb")
+    blank = answered(lab(), ex1_answer=FILLER.format(files=48, mib=4).split("\n\n\n")[0])
+    save(blank, subs / "blank_filler.ipynb")
+    box = sandbox.check_sandbox(2**31)
+    settings = grading.Settings(timeout=TIMEOUT, sandbox=box, threads=1, host_bytes=HOST_CAP)
+    usage = PeakUsage()
+    results, _ = grading.grade(FIXTURE, subs, settings=settings, jobs=2, log=lambda line: None)
+    leftovers = list(Path(tempfile.gettempdir()).glob(f"course-grade-{os.getpid()}-*"))
+    return {"rows": {r.student: r for r in results}, "peak": usage.stop(), "left": leftovers}
+
+
+def test_a_message_over_64_mib_disconnects_the_kernel_and_one_under_passes(capped):
+    under, over = capped["rows"]["message_under"], capped["rows"]["message_over"]
+    assert under.scores == FULL and under.reason == ""
+    assert "[the grader kept only the first 2,000,000 bytes" in under.feedback["ex3_test"]["output"]
+    assert over.scores == {**FULL, "ex3_test": 0.0}  # its outputs never reach the grader
+    assert over.reason == "the kernel died in ex3_test; the cells after it did not run"
+
+
+def test_a_disk_filler_is_stopped_at_the_total_cap_and_the_class_goes_on(capped):
+    rows = capped["rows"]
+    assert rows["small_writer"].scores == FULL and rows["small_writer"].reason == ""
+    filler = rows["filler"]
+    assert (filler.status, filler.scores) == ("graded", {**FULL, "ex3_test": 0.0})
+    assert filler.reason == (
+        "stopped: it wrote more than 24 MiB to the grading machine's disk (the cap on all a "
+        "hand-in leaves there); its files were removed; the kernel died in ex3_answer; the "
+        "cells after it did not run"
+    )
+    blank = rows["blank_filler"]
+    assert sum(blank.scores.values()) == 0 and blank.reason.startswith("stopped: it wrote")
+    # stopped long before its 192 MiB were written (at most a few writes past the cap), and
+    # nothing is left once the run is over
+    assert HOST_CAP < capped["peak"] < 4 * HOST_CAP
+    assert capped["left"] == []
+
+
+def test_a_disk_watch_kills_the_writer_and_removes_its_files_then_the_worker(tmp_path):
+    script = (
+        "import os, subprocess, sys, time\n"
+        "os.makedirs('k/runtime', exist_ok=True)\n"
+        "writer = ('import time\\nfor i in range(1000):\\n'\n"
+        '          \'    open(f"k/runtime/f{i}", "wb").write(bytes(2**20)); time.sleep(0.005)\')\n'
+        "subprocess.run([sys.executable, '-c', writer])\n"  # the kernel, killed at the cap
+        "open('after.txt', 'w').write('the worker went on')\n"
+        "open('big.bin', 'wb').write(bytes(20 * 2**20))\n"  # the worker's own: over the cap
+        "time.sleep(60)\n"
+    )
+    watch = workers.DiskWatch(tmp_path, 8 * 2**20, [tmp_path / "k"])
+    started = time.monotonic()
+    code = workers.run_with_limit(exec, (script,), tmp_path, 120, watch)
+    assert code == -9 and time.monotonic() - started < 60  # killed, not past the limit
+    assert watch.stopped.startswith("stopped: it wrote more than 8 MiB to the grading machine's")
+    assert list((tmp_path / "k" / "runtime").iterdir()) == []
+    assert (tmp_path / "after.txt").read_text() == "the worker went on"
+
+
+# ---------------------------------------------------------------------------------------------
 # Where the sandbox cannot run (no kernels)
 
 
 def run_grade(tmp_path, *options):
     (tmp_path / "subs").mkdir(exist_ok=True)
-    from grading_helpers import FIXTURE
-
     argv = [str(FIXTURE), str(tmp_path / "subs"), "--out", str(tmp_path / "g.csv"), *options]
     return grading.main(argv)
 

@@ -4,8 +4,23 @@ exercise 2 answer cell) and answers exercises 2 and 3 wrongly: the honest exerci
 points, the tampered ones score 0.
 """
 
+import csv
+
+import nbformat
 import pytest
-from grading_helpers import answered, feedback_of, grade_folder, lab, points, save, solved
+from grading_helpers import (
+    answered,
+    feedback_of,
+    grade_folder,
+    lab,
+    points,
+    require_sandbox,
+    save,
+    solved,
+)
+
+from course_utils.tools import grading
+from course_utils.tools.labs import LABS, SOLUTIONS
 
 WRONG_VOCAB = """
 
@@ -178,3 +193,89 @@ def test_a_replayed_or_peeked_expected_value_is_only_the_ellipsis_the_kernel_saw
     # the test cells reach the kernel with every expected value cut out
     for attack in ("replay_expected", "peek_at_the_test"):
         assert "got ellipsis" in feedback_of(tampered, attack)
+
+
+# ---------------------------------------------------------------------------------------------
+# On a real lab: lab 10, whose schedule exercise once trusted the notebook's lr_at
+
+LAB10 = SOLUTIONS / "10_training_loop.ipynb"
+# the check once compared lr_schedule with the notebook's lr_at, in the kernel: rebind both
+REBOUND = """def lr_schedule(step, steps, peak_lr, warmup_steps, min_lr_ratio):
+    return 0.0
+
+
+lr_at = lambda step, cfg: 0.0  # noqa: E731"""
+CALLS_LR_AT = """def lr_schedule(step, steps, peak_lr, warmup_steps, min_lr_ratio):
+    config = TrainConfig(steps, peak_lr, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio)
+    return lr_at(step, config)"""
+FORGED = """from course_utils.lessons import checks
+
+checks.check_true = checks.check_value = checks.check_tensor = lambda *args, **kwargs: None
+check_true = check_value = check_tensor = checks.check_true"""
+
+
+def lab10_hand_in(**answers):
+    """Lab 10 with the solution's answers, except those given."""
+    nb = nbformat.read(LABS / LAB10.name, as_version=4)
+    source = nbformat.read(LAB10, as_version=4)
+    for c in nb.cells:
+        grade_id = c.metadata.get("nbgrader", {}).get("grade_id")
+        if c.metadata.get("nbgrader", {}).get("solution"):
+            solved = next(s for s in source.cells if s.metadata.get("nbgrader", {}).get(
+                "grade_id") == grade_id).source  # fmt: skip
+            c.source = answers.get(grade_id, solved)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def lab10(tmp_path_factory):
+    require_sandbox()
+    subs = tmp_path_factory.mktemp("lab10") / "submissions"
+    save(lab10_hand_in(**{"ex2-answer": REBOUND}), subs / "rebound_reference.ipynb")
+    save(lab10_hand_in(**{"ex2-answer": CALLS_LR_AT}), subs / "calls_reference.ipynb")
+    blank = nbformat.read(LABS / LAB10.name, as_version=4)
+    first = next(c for c in blank.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first.source = FORGED
+    save(blank, subs / "forged_checks.ipynb")
+    subs.joinpath("linked.ipynb").symlink_to(LAB10)
+    out, feedback = subs.parent / "gradebook.csv", subs.parent / "feedback"
+    argv = [LAB10.stem, str(subs), "--out", str(out), "--feedback", str(feedback)]
+    assert grading.main([*argv, "--jobs", "2", "--forbid-reference"]) == 0
+    rows = {row["student"]: row for row in csv.DictReader(out.open(encoding="utf-8"))}
+    return {"rows": rows, "feedback": feedback}
+
+
+def lab10_points(row):
+    return {f"ex{i}-check": float(row[f"ex{i}-check"]) for i in range(1, 6)}
+
+
+FULL10 = {f"ex{i}-check": 2.0 for i in range(1, 6)}
+
+
+def test_a_rebound_reference_does_not_pass_lab_10s_schedule(lab10):
+    row = lab10["rows"]["rebound_reference"]
+    # exercise 5's run trains with the lab's own train_steps, which reads lr_at too: the
+    # rebound lr_at spoils it as well
+    zeros = {"ex2-check": 0.0, "ex5-check": 0.0}
+    assert (row["status"], lab10_points(row)) == ("graded", {**FULL10, **zeros})
+    text = (lab10["feedback"] / "rebound_reference.md").read_text(encoding="utf-8")
+    assert "## ex2-check: 0 / 2\n\n\u274c lr_schedule over 200 steps" in text
+    assert "values off" in text.split("## ex2-check")[1].split("##")[0]
+
+
+def test_calling_lr_at_is_reported_and_scores_0_with_forbid_reference(lab10):
+    row = lab10["rows"]["calls_reference"]
+    assert lab10_points(row) == {**FULL10, "ex2-check": 0.0}
+    assert row["reason"] == "ex2-answer calls lr_at, which the exercise asks you to write yourself"
+    text = (lab10["feedback"] / "calls_reference.md").read_text(encoding="utf-8")
+    assert f"\u274c {row['reason']}: this exercise scores 0 (--forbid-reference)" in text
+
+
+def test_a_blank_lab_with_forged_checks_and_a_link_to_the_key_score_0(lab10):
+    forged = lab10["rows"]["forged_checks"]
+    assert (forged["status"], forged["total"]) == ("graded", "0")
+    text = (lab10["feedback"] / "forged_checks.md").read_text(encoding="utf-8")
+    assert "is not done yet" in text  # the grader's own line for each untouched exercise
+    linked = lab10["rows"]["linked"]
+    assert (linked["status"], linked["total"]) == ("not_regular", "0")
+    assert linked["reason"].startswith(f"linked.ipynb is a symbolic link (to {LAB10})")

@@ -169,3 +169,21 @@ def test_the_graders_checks_never_record(monkeypatch, capsys):
     assert capsys.readouterr().out == ""
     with pytest.raises(checks.CheckFailed):
         checks._check_value("a", 4, 3, rel_tol=0, abs_tol=0)
+
+
+def test_the_solutions_hint_reaches_the_graders_message_and_the_hand_ins_does_not():
+    hinted = {**reference("p", 1.0), "hint": "no bias correction"}
+    ok, message = verify_cell([got("p", 3.16)], [hinted])
+    assert not ok and message.endswith("; likely cause: no bias correction")
+    forged = {**got("p", 3.16), "hint": "the grader is broken"}  # a hand-in's own words
+    assert "broken" not in verify_cell([forged], [reference("p", 1.0)])[1]
+
+
+def test_a_reference_run_records_the_hint_and_a_hand_in_does_not(monkeypatch):
+    published = []
+    monkeypatch.setattr(recording, "publish", published.append)
+    monkeypatch.setenv(recording.MODE_ENV, recording.REFERENCE)
+    checks.check_value("p", 1.0, 1.0, hint="no bias correction")
+    monkeypatch.setenv(recording.MODE_ENV, recording.RECORD)
+    checks.check_value("p", 3.0, ..., hint="no bias correction")
+    assert [r.get("hint") for r in published] == ["no bias correction", None]

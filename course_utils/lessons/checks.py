@@ -41,8 +41,26 @@ class CheckFailed(AssertionError):
         return [f"\u274c {self}"]
 
 
+class ValuesDiffer(CheckFailed):
+    """A value of the right type and shape that is not the expected one (where a hint helps)."""
+
+
 def _fail(name: str, message: str) -> None:
     raise CheckFailed(f"{name}: {message}")
+
+
+def _differ(name: str, message: str) -> None:
+    raise ValuesDiffer(f"{name}: {message}")
+
+
+def with_hint(run, hint: str) -> None:
+    """``run()``, its message ending in the likely cause ``hint`` when the values differ."""
+    try:
+        run()
+    except ValuesDiffer as exc:
+        if not hint:
+            raise
+        raise CheckFailed(f"{exc}; likely cause: {hint}") from None
 
 
 def _passed(name: str, detail: str = "") -> None:
@@ -57,11 +75,11 @@ def _as_tensor(value):
     return None
 
 
-def _recorded(check: str, name: str, got, expected, run, **options) -> bool:
+def _recorded(check: str, name: str, got, expected, run, hint: str = "", **options) -> bool:
     """In a graded run, publish this check's value for the grader (True: nothing more to do).
 
     ``record`` (a hand-in) publishes what was got and compares nothing; ``reference`` (the
-    solution) runs the check (``run()``), then publishes what was expected."""
+    solution) runs the check (``run()``), then publishes what was expected (and its hint)."""
     mode = recording.mode()
     if mode == recording.RECORD:
         record = {"check": check, "name": str(name), "got": recording.to_plain(got)}
@@ -70,7 +88,7 @@ def _recorded(check: str, name: str, got, expected, run, **options) -> bool:
     if mode == recording.REFERENCE:
         run()
         record = {"check": check, "name": str(name), "expected": recording.to_plain(expected)}
-        recording.publish({**record, "options": options})
+        recording.publish({**record, "options": options} | ({"hint": str(hint)} if hint else {}))
         return True
     return False
 
@@ -83,14 +101,16 @@ def _dtype_kind(tensor: torch.Tensor) -> str:
     return "floating-point" if tensor.is_floating_point() else "integer"
 
 
-def check_tensor(name: str, got, expected, *, atol: float = 1e-6, rtol: float = 1e-5) -> None:
+def check_tensor(
+    name: str, got, expected, *, atol: float = 1e-6, rtol: float = 1e-5, hint: str = ""
+) -> None:
     """Type, shape, dtype kind, then values (to a tolerance); the message names the first
-    mismatch."""
+    mismatch, and ``hint``, the likely cause, when the values differ."""
 
     def run():
-        _check_tensor(name, got, expected, atol=atol, rtol=rtol)
+        with_hint(lambda: _check_tensor(name, got, expected, atol=atol, rtol=rtol), hint)
 
-    if not _recorded("tensor", name, got, expected, run, atol=atol, rtol=rtol):
+    if not _recorded("tensor", name, got, expected, run, hint, atol=atol, rtol=rtol):
         run()
 
 
@@ -118,7 +138,7 @@ def _check_tensor(name: str, got, expected, *, atol: float, rtol: float) -> None
         if bool(bad.any()):
             index = tuple(int(i) for i in torch.nonzero(bad)[0])
             count = int(bad.sum())
-            _fail(
+            _differ(
                 name,
                 f"{count} of {want.numel()} values differ; first at index {index}: "
                 f"expected {want[index].item()} got {have[index].item()}",
@@ -136,20 +156,23 @@ def _check_close(name: str, have: torch.Tensor, want: torch.Tensor, atol, rtol) 
     if bool(bad.any()):
         index = tuple(int(i) for i in torch.nonzero(bad)[0])
         worst = float(diff.nan_to_num(nan=math.inf).max())
-        _fail(
+        _differ(
             name,
             f"values off: max error {worst:.3g} (tolerance {atol:g}); first wrong at index "
             f"{index}: expected {float(want[index]):.6g} got {float(have[index]):.6g}",
         )
 
 
-def check_value(name: str, got, expected, *, rel_tol: float = 1e-6, abs_tol: float = 0.0) -> None:
-    """Numbers (exact for ints, with tolerance for floats), strings, sequences and the rest."""
+def check_value(
+    name: str, got, expected, *, rel_tol: float = 1e-6, abs_tol: float = 0.0, hint: str = ""
+) -> None:
+    """Numbers (exact for ints, with tolerance for floats), strings, sequences and the rest;
+    ``hint`` names the likely cause when the values differ."""
 
     def run():
-        _check_value(name, got, expected, rel_tol=rel_tol, abs_tol=abs_tol)
+        with_hint(lambda: _check_value(name, got, expected, rel_tol=rel_tol, abs_tol=abs_tol), hint)
 
-    if not _recorded("value", name, got, expected, run, rel_tol=rel_tol, abs_tol=abs_tol):
+    if not _recorded("value", name, got, expected, run, hint, rel_tol=rel_tol, abs_tol=abs_tol):
         run()
 
 
@@ -161,23 +184,25 @@ def _check_value(name: str, got, expected, *, rel_tol: float, abs_tol: float) ->
         return
     if isinstance(expected, bool) or isinstance(got, bool):
         if got is not expected:
-            _fail(name, f"expected {expected} got {got!r}")
+            _differ(name, f"expected {expected} got {got!r}")
     elif isinstance(expected, int):
         if not isinstance(got, (int, np.integer)) or isinstance(got, bool):
             _fail(name, f"wrong type: expected an int, got {type(got).__name__} {got!r}")
         if got != expected:
-            _fail(name, f"expected {expected:,} got {int(got):,} (off by {int(got) - expected:+,})")
+            _differ(
+                name, f"expected {expected:,} got {int(got):,} (off by {int(got) - expected:+,})"
+            )
     elif isinstance(expected, Number):
         if not isinstance(got, Number):
             _fail(name, f"wrong type: expected a number, got {type(got).__name__}")
         if not math.isclose(got, expected, rel_tol=rel_tol, abs_tol=abs_tol):
-            _fail(name, f"expected about {expected:.6g} got {got:.6g}")
+            _differ(name, f"expected about {expected:.6g} got {got:.6g}")
     elif isinstance(expected, str):
         _check_str(name, got, expected)
     elif isinstance(expected, (list, tuple)):
         _check_sequence(name, got, expected)
     elif got != expected:
-        _fail(name, f"expected {expected!r} got {got!r}")
+        _differ(name, f"expected {expected!r} got {got!r}")
     _passed(name)
 
 
@@ -189,7 +214,7 @@ def _check_str(name: str, got, expected: str) -> None:
             (i for i, (a, b) in enumerate(zip(got, expected)) if a != b),
             min(len(got), len(expected)),
         )
-        _fail(name, f"strings differ at character {at}: expected {expected!r} got {got!r}")
+        _differ(name, f"strings differ at character {at}: expected {expected!r} got {got!r}")
 
 
 def _check_sequence(name: str, got, expected) -> None:
@@ -200,7 +225,7 @@ def _check_sequence(name: str, got, expected) -> None:
         _fail(name, f"wrong length: expected {len(expected)} got {len(got)}")
     for i, (a, b) in enumerate(zip(got, expected)):
         if a != b:
-            _fail(name, f"first difference at index {i}: expected {b!r} got {a!r}")
+            _differ(name, f"first difference at index {i}: expected {b!r} got {a!r}")
 
 
 def check_true(name: str, condition: bool, message: str, *, sanity: bool = False) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 import zmq
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
@@ -31,6 +32,7 @@ from ..engine.io import atomic_write_text
 from ..lessons import recording
 from . import sandbox as sandboxes
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
+from .references import calls_in
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
 from .verify import cell_records, check_aliases, strip_expected
@@ -41,6 +43,9 @@ IOPUB_TIMEOUT = 10  # seconds to wait for a cell's last output after its reply
 KERNEL_STARTUP_TIMEOUT = 240
 MAX_CELL_OUTPUT = 2_000_000  # bytes of output kept per cell; the rest is dropped
 MAX_CELL_RECORDS = 16_000_000  # bytes of check records kept per cell, counted apart
+# ... and in the whole notebook, which nbgrader writes to the host's disk
+MAX_TOTAL_OUTPUT = 16_000_000
+MAX_TOTAL_RECORDS = 64_000_000
 MAX_MESSAGE_BYTES = 64 * 2**20  # a kernel message larger than this disconnects the kernel
 KERNEL_NAME = "course-grading"
 STUDENT = "student"  # the id inside each worker's private course directory
@@ -81,8 +86,29 @@ class SandboxedExecute(Execute):
         self.km.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         return await super().async_start_new_kernel(**kwargs)
 
+    async def async_start_new_kernel_client(self):
+        """The kernel's client, with the message cap on its own zmq context (the one its
+        channels' sockets come from: the cap on the kernel manager's does not reach them)."""
+        make_client = self.km.client
+
+        def capped_client(**kwargs):
+            client = make_client(**kwargs)
+            client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            return client
+
+        self.km.client = capped_client
+        try:
+            return await super().async_start_new_kernel_client()
+        finally:
+            del self.km.client
+
+    # nbclient binds its synchronous entry points to its own coroutines: rebind them to these
+    start_new_kernel = run_sync(async_start_new_kernel)
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
     def preprocess(self, nb, resources=None, km=None):
         self._output_bytes: dict[tuple[int, bool], int] = {}
+        self._total_bytes = {False: 0, True: 0}  # outputs, check records
         self._running = -1
         try:
             return super().preprocess(nb, resources, km)
@@ -97,17 +123,24 @@ class SandboxedExecute(Execute):
         return super().preprocess_cell(cell, resources, index)
 
     def output(self, outs, msg, display_id, cell_index):
-        """Keep an output while its cell is under the cap (check records have their own)."""
+        """Keep an output while its cell and the notebook are under their caps (check records
+        have caps of their own)."""
         content = msg.get("content", {})
         is_record = recording.MIME in (content.get("data") or {})
         cap = MAX_CELL_RECORDS if is_record else self.max_output_bytes
+        total_cap = MAX_TOTAL_RECORDS if is_record else MAX_TOTAL_OUTPUT
         key = (cell_index, is_record)  # check records have a budget of their own
         used, size = self._output_bytes.get(key, 0), _message_size(content)
+        total = self._total_bytes[is_record]
         self._output_bytes[key] = used + size
-        if used + size <= cap:
+        if used + size <= cap and total + size <= total_cap:
+            self._total_bytes[is_record] = total + size
             return super().output(outs, msg, display_id, cell_index)
-        if used <= cap and not is_record:  # the first output over the cap: say so, once
-            note = f"\n[the grader kept only the first {cap:,} bytes of output]\n"
+        if used <= cap and not is_record:  # the first output over a cap: say so, once
+            self._output_bytes[key] = cap + 1
+            whose = "of output" if used + size > cap else "of output in the whole notebook"
+            limit = cap if used + size > cap else total_cap
+            note = f"\n[the grader kept only the first {limit:,} bytes {whose}]\n"
             outs.append(nbformat.v4.new_output("stream", name="stdout", text=note))
         return None
 
@@ -206,6 +239,7 @@ def grade_in_worker(job: dict) -> dict:
     if reason := wrong_lab_reason(nb, release, job["lab"]):
         return {"status": WRONG_LAB, "reason": reason}
     nb, notes = repair(nb, release)
+    calls = reference_calls(nb, job.get("references", {}))
     db_url = f"sqlite:///{Path(job['workdir']) / 'gradebook.db'}"
     shutil.copyfile(job["db"], Path(job["workdir"]) / "gradebook.db")
     notes = restored_cells(nb, release, db_url, job["lab"]) + notes
@@ -228,7 +262,19 @@ def grade_in_worker(job: dict) -> dict:
         "scores": read_scores(db_url, job["lab"]),
         "feedback": feedback,
         "records": records,
+        "references": calls,
     }
+
+
+def reference_calls(nb, references: dict[str, list[str]]) -> dict[str, list[str]]:
+    """answer grade_id -> the references its answer cells (every copy) import or call."""
+    calls: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        answer = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and answer in references:
+            found = calls_in(cell.source, references[answer])
+            calls[answer] = list(dict.fromkeys([*calls.get(answer, []), *found]))
+    return {answer: found for answer, found in calls.items() if found}
 
 
 def reference_in_worker(job: dict) -> dict:

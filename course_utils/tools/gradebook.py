@@ -18,9 +18,10 @@ from ..engine.io import atomic_write_text
 GRADED = "graded"
 CORRUPT = "corrupt"  # a notebook file that is no longer valid JSON / a valid notebook
 NOT_A_NOTEBOOK = "not_a_notebook"
+NOT_REGULAR = "not_regular"  # a link, a FIFO, a device: not opened
 WRONG_LAB = "wrong_lab"
 MISSING = "missing"  # a student folder without the lab's notebook
-KILLED = "killed"  # ran past the total wall-time limit
+KILLED = "killed"  # ran past the total wall-time limit, or past the disk cap
 ERROR = "error"  # nbgrader or the worker failed; the reason has the last error line
 
 # Feedback limits: a student's print loop must not produce a megabyte of Markdown.
@@ -54,6 +55,8 @@ class Lab:
     db: Path
     release: Path
     tests: dict[str, float]
+    # answer grade_id -> {"reference": [names it must not call], "test": its test cell}
+    references: dict[str, dict] = field(default_factory=dict)
 
     @property
     def max_score(self) -> float:

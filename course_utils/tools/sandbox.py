@@ -13,7 +13,8 @@ every process a hand-in starts lives in its PID namespace and is killed with it.
   nothing of the instructor's home (the binds of the interpreter and the environment excepted);
 * writable: a private ``/tmp`` in memory, capped, which holds its working directory and
   ``HOME``, and its own folder on the host (``home/runtime``: the kernel's connection file and
-  sockets), where no file may grow past a cap;
+  sockets), where no file may grow past a cap and the grader stops the hand-in once all it
+  left there passes another (:class:`.workers.DiskWatch`);
 * a cleared environment (the instructor's variables, tokens included, stay outside) and a
   per-process memory cap (``RLIMIT_AS``, set by ``ulimit -v`` before bwrap starts).
 
@@ -46,6 +47,7 @@ ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch
 SYSTEM_LINKS = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"]
 TMP_BYTES = {"/tmp": 256 * 2**20, "/dev/shm": 64 * 2**20}  # the sandbox's own, in memory
 MAX_FILE_BYTES = 64 * 2**20  # per file written on the host (the runtime folder)
+MAX_HOST_BYTES = 256 * 2**20  # everything one hand-in leaves on the host, in total (DiskWatch)
 WORKDIR = "/tmp/work"  # the kernel's working directory: empty
 UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -174,7 +176,8 @@ def _namespace_hint(error: str) -> str:
 
 def read_only_paths() -> list[Path]:
     """Host folders the kernel needs to read: the Python installation, the environment and its
-    packages, and the course package itself (never the checkout around it)."""
+    packages (and any other package folder on the path), and the course package itself (never
+    the checkout around it)."""
     import course_utils
 
     candidates = [
@@ -183,6 +186,8 @@ def read_only_paths() -> list[Path]:
         sys.prefix,
         sys.exec_prefix,
         *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
+        # package folders a .pth file adds (the kernel's Python reads the same .pth files)
+        *(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")),
         Path(course_utils.__file__).parent,
     ]
     paths = sorted({Path(p).resolve() for p in candidates if p and Path(p).exists()})

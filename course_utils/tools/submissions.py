@@ -1,15 +1,32 @@
 """Finding the hand-ins in a folder and reading each one: a notebook of this lab, or a row
-saying why not (corrupt, not a notebook, another lab's notebook, missing)."""
+saying why not (not a regular file, corrupt, not a notebook, another lab's notebook, missing).
+
+Only regular files are hand-ins. A symbolic link (an LMS export unpacked with ``unzip`` restores
+the links it holds, so a student can ship one to ``solutions/LAB.ipynb``), a hard link to a file
+outside the submissions folder, a FIFO, a device or a socket is reported and never opened, and a
+hand-in is read through file descriptors opened without following links, from the submissions
+folder down (:func:`read_hand_in`).
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
 
-from .gradebook import CORRUPT, MISSING, NOT_A_NOTEBOOK
+from .gradebook import CORRUPT, MISSING, NOT_A_NOTEBOOK, NOT_REGULAR
+
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+NOT_OPENED = "it was not opened; hand in (or copy in) the notebook file itself"
+
+
+class NotRegular(OSError):
+    """A hand-in that is not a regular file (found so only when it was opened)."""
 
 
 @dataclass
@@ -23,60 +40,112 @@ class Submission:
     note: str = ""  # something the instructor should know even when it is graded
 
 
-def find_submissions(folder: Path, lab: str, skip: list[Path] = ()) -> list[Submission]:
-    """One Submission per student: ``<student>.ipynb`` files and ``<student>/`` folders.
+def find_submissions(
+    folder: Path, lab: str, skip: list[Path] = (), student: str | None = None
+) -> list[Submission]:
+    """One Submission per student: ``<student>.ipynb`` files and ``<student>/`` folders (or,
+    with ``student``, the whole folder as that student's).
 
-    Other files become rows too (status not_a_notebook) so nothing handed in goes unnoticed;
-    hidden files and the paths in ``skip`` are ignored."""
-    skipped = {Path(p).resolve() for p in skip}
+    Other files become rows too (status not_a_notebook, or not_regular for links and special
+    files) so nothing handed in goes unnoticed; hidden files and the paths in ``skip`` are
+    ignored."""
+    links = links_inside(folder)
+    if student is not None:
+        return [_from_folder(folder, lab, links, student)]
+    skipped = {Path(os.path.abspath(p)) for p in skip} | {Path(p).resolve() for p in skip}
     found: dict[str, list[Submission]] = {}
     for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.resolve() in skipped:
+        if entry.name.startswith(".") or _skipped(entry, skipped):
             continue
-        if entry.is_dir():
-            sub = _from_folder(entry, lab)
+        refused = refusal(entry, links)
+        if refused:
+            reason = f"{entry.name} is {refused}, not a regular file: {NOT_OPENED}"
+            sub = Submission(entry.stem, None, NOT_REGULAR, reason)
+        elif entry.is_dir():
+            sub = _from_folder(entry, lab, links)
         elif entry.suffix == ".ipynb":
             sub = Submission(entry.stem, entry)
         else:
             reason = f"{entry.name} is not a notebook; expected {entry.stem}.ipynb"
             sub = Submission(entry.stem, None, NOT_A_NOTEBOOK, reason)
-        found.setdefault(sub.student, []).append(_readable(sub))
+        found.setdefault(sub.student, []).append(sub)
     return [_one_per_student(subs) for _, subs in sorted(found.items())]
 
 
-def _readable(sub: Submission) -> Submission:
-    """``sub``, or a not_a_notebook row when its file cannot be opened (a broken link, no
-    permission): one unreadable hand-in must not stop the class's grading."""
-    if sub.path is None:
-        return sub
+def _skipped(entry: Path, skipped: set[Path]) -> bool:
+    """Whether ``entry`` is one of the grader's own paths (a link never is: it is reported)."""
+    if Path(os.path.abspath(entry)) in skipped:
+        return True
+    return not entry.is_symlink() and entry.resolve() in skipped
+
+
+def links_inside(folder: Path) -> Counter:
+    """How many names each multiply-linked regular file has inside ``folder`` (links not
+    followed): a file with more links than that is a hard link to a file outside it."""
+    counts: Counter = Counter()
+    for where, _, files in os.walk(folder):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(where, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                counts[(info.st_dev, info.st_ino)] += 1
+    return counts
+
+
+def refusal(path: Path, links: Counter) -> str:
+    """What ``path`` is when it is not a regular file or a folder ("" when it is one), read
+    from the entry itself (``lstat``): nothing it points to is opened."""
     try:
-        with open(sub.path, "rb"):
-            pass
+        info = os.lstat(path)
     except OSError as exc:
-        reason = (
-            f"{sub.path.name} cannot be read ({exc.strerror}); check the file and its permissions"
-        )
-        return Submission(sub.student, None, NOT_A_NOTEBOOK, reason, sub.note)
-    return sub
+        return f"unreadable ({exc.strerror})"
+    mode = info.st_mode
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link (to {os.readlink(path)})"
+    if stat.S_ISDIR(mode):
+        return ""
+    if stat.S_ISREG(mode):
+        inside = links.get((info.st_dev, info.st_ino), 1)
+        if info.st_nlink > inside:
+            return f"a hard link to a file outside the submissions folder ({info.st_nlink} links)"
+        return ""
+    kinds = [(stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]  # fmt: skip
+    return next((what for test, what in kinds if test(mode)), "a special file")
 
 
-def _from_folder(folder: Path, lab: str) -> Submission:
+def _from_folder(folder: Path, lab: str, links: Counter, student: str | None = None):
     """The lab notebook in a student's folder (nested as nbgrader collects it, or misnamed when
-    it is the only notebook there)."""
-    notebooks = sorted(
-        p
-        for p in folder.rglob("*.ipynb")
-        if not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    )
+    it is the only notebook there); links inside it are not followed."""
+    student = student or folder.name
+    notebooks = _notebooks_in(folder)
     named = [p for p in notebooks if p.name == f"{lab}.ipynb"]
-    if named:
-        return Submission(folder.name, named[0])
-    if len(notebooks) == 1:
-        relative = notebooks[0].relative_to(folder).as_posix()
-        note = f"graded {folder.name}/{relative} (expected {lab}.ipynb)"
-        return Submission(folder.name, notebooks[0], note=note)
-    others = ", ".join(p.name for p in notebooks[:3]) or "no notebook"
-    return Submission(folder.name, None, MISSING, f"no {lab}.ipynb in {folder.name}/ ({others})")
+    chosen = named or (notebooks if len(notebooks) == 1 else [])
+    if not chosen:
+        others = ", ".join(p.name for p in notebooks[:3]) or "no notebook"
+        return Submission(student, None, MISSING, f"no {lab}.ipynb in {folder.name}/ ({others})")
+    chosen.sort(key=lambda p: bool(refusal(p, links)))  # a regular file first
+    relative = f"{folder.name}/{chosen[0].relative_to(folder).as_posix()}"
+    if refused := refusal(chosen[0], links):
+        reason = f"{relative} is {refused}, not a regular file: {NOT_OPENED}"
+        return Submission(student, None, NOT_REGULAR, reason)
+    note = "" if named else f"graded {relative} (expected {lab}.ipynb)"
+    return Submission(student, chosen[0], note=note)
+
+
+def _notebooks_in(folder: Path) -> list[Path]:
+    """Every ``*.ipynb`` entry under ``folder`` (files, links, anything), hidden ones left out,
+    without descending into linked folders."""
+    found = []
+    for where, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        linked = [d for d in dirs if os.path.islink(os.path.join(where, d))]
+        for name in [*files, *linked]:
+            if name.endswith(".ipynb") and not name.startswith("."):
+                found.append(Path(where) / name)
+    return sorted(found)
 
 
 def _one_per_student(subs: list[Submission]) -> Submission:
@@ -88,6 +157,57 @@ def _one_per_student(subs: list[Submission]) -> Submission:
         also = f"also found: {', '.join(others)}"
         chosen.note = "; ".join([chosen.note] * bool(chosen.note) + [also])
     return chosen
+
+
+def read_hand_in(root: Path, path: Path) -> bytes:
+    """The bytes of the hand-in ``path`` under the submissions folder ``root``, every folder on
+    the way and the file itself opened without following links; :class:`NotRegular` (an
+    OSError) when one of them is a link or the file is not regular."""
+    parts = path.relative_to(root).parts
+    if not NO_FOLLOW or os.open not in os.supports_dir_fd:  # no such calls: check, then open
+        if refusal(path, Counter()):
+            raise NotRegular(f"{path.name} is {refusal(path, Counter())}")
+        return path.read_bytes()
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | NO_FOLLOW)
+    try:
+        for part in parts[:-1]:
+            inner = _open_no_follow(part, os.O_DIRECTORY, folder, path)
+            os.close(folder)
+            folder = inner
+        fd = _open_no_follow(parts[-1], os.O_NONBLOCK, folder, path)  # a FIFO must not block
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise NotRegular(f"{path.name} is not a regular file")
+        return file.read()
+
+
+def _open_no_follow(name: str, flags: int, folder: int, path: Path) -> int:
+    """``name`` in the open folder ``folder``; NotRegular when it is a symbolic link."""
+    try:
+        return os.open(name, os.O_RDONLY | NO_FOLLOW | flags, dir_fd=folder)
+    except OSError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+            raise NotRegular(f"{path.name}: {name} is a symbolic link") from None
+        raise
+
+
+def private_copy(sub: Submission, root: Path, folder: Path) -> Submission:
+    """``sub`` pointing at a copy of its hand-in in ``folder`` (the grader's own), read by
+    :func:`read_hand_in`; or a row saying why it could not be read."""
+    try:
+        content = read_hand_in(root, sub.path)
+    except NotRegular as exc:
+        reason = f"{exc}, not a regular file: {NOT_OPENED}"
+        return Submission(sub.student, None, NOT_REGULAR, reason, sub.note)
+    except OSError as exc:
+        reason = f"{sub.path.name} cannot be read ({exc.strerror}); check the file and its "
+        return Submission(sub.student, None, NOT_A_NOTEBOOK, reason + "permissions", sub.note)
+    folder.mkdir(parents=True)
+    copy = folder / sub.path.name
+    copy.write_bytes(content)
+    return replace(sub, path=copy)
 
 
 def load_submission(path: Path):

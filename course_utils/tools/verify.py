@@ -156,18 +156,20 @@ def compare(got: dict, expected: dict) -> str:
         return f"\u274c {name}: its recorded value cannot be read back ({exc})"
     if isinstance(value, recording.TooLarge):
         return f"\u274c {name}: the value is too large to check ({value.size:,} elements)"
-    return _run_check(expected.get("check"), name, value, want, expected.get("options", {}))
+    hint = str(expected.get("hint", ""))  # the solution's record: the grader's own words
+    return _run_check(expected.get("check"), name, value, want, expected.get("options", {}), hint)
 
 
-def _run_check(check: str, name: str, value, want, options: dict) -> str:
+def _run_check(check: str, name: str, value, want, options: dict, hint: str = "") -> str:
     """Run the grader's own copy of a check (which never records); "" or its message."""
     functions = {"value": checks._check_value, "tensor": checks._check_tensor}
     functions["type"] = checks._check_type
     if check not in functions:
         return f"\u274c {name}: unknown check {check!r}"
+    run = functions[check]
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            functions[check](name, value, want, **_options(check, options))
+            checks.with_hint(lambda: run(name, value, want, **_options(check, options)), hint)
     except checks.CheckFailed as exc:
         return f"\u274c {exc}"
     except Exception as exc:  # a recorded value that breaks the check: it does not match

@@ -13,8 +13,10 @@ import ctypes
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,8 @@ from pathlib import Path
 MARKER_ENV = "COURSE_UTILS_GRADING_RUN"  # tags every process a worker starts, to kill leftovers
 WORKER_PRELOAD = ["course_utils.tools.autograde", "nbgrader.converters", "nbgrader.api"]
 PR_SET_PDEATHSIG = 1
+POLL_SECONDS = 0.02  # how often a DiskWatch measures its folder
+MAX_FILES = 10_000  # entries a hand-in's folder may hold (a million empty files fill a disk too)
 _RUNNING: set[multiprocessing.process.BaseProcess] = set()  # live workers, killed on Ctrl-C
 
 
@@ -35,9 +39,69 @@ def worker_context():
     return context
 
 
-def run_with_limit(target: Callable, args: tuple, workdir: Path, limit: float) -> int | None:
+class DiskWatch:
+    """A cap on what one hand-in leaves on the host's disk: everything under ``folder`` (its
+    worker's folder: the kernel's runtime folder, nbgrader's copies of the notebook).
+
+    Past ``limit`` bytes or MAX_FILES entries, the hand-in's kernel and everything it started
+    are killed and the files in ``kernel_folders`` removed (its grading stops there: the cells
+    it did not run score 0); if the folder is still over the cap, the worker is killed too.
+    ``stopped`` then says why, for the row."""
+
+    def __init__(self, folder: Path, limit: int, kernel_folders: list[Path]) -> None:
+        self.folder, self.limit, self.kernel_folders = folder, limit, kernel_folders
+        self.stopped = ""
+
+    def check(self, proc: multiprocessing.process.BaseProcess, marker: str) -> None:
+        used, entries = folder_usage(self.folder, self.limit, MAX_FILES)
+        if used <= self.limit and entries <= MAX_FILES:
+            return
+        if self.stopped:  # the kernel's files are gone and it is still over: the worker's own
+            proc.kill()
+            return
+        kill_processes(proc, marker, keep_worker=True)
+        what = f"{self.limit / 2**20:g} MiB" if used > self.limit else f"{MAX_FILES:,} files"
+        self.stopped = (
+            f"stopped: it wrote more than {what} to the grading machine's disk (the cap on all "
+            "a hand-in leaves there); its files were removed"
+        )
+        for folder in self.kernel_folders:
+            for entry in folder.glob("*/*") if folder.is_dir() else []:
+                remove(entry)
+
+
+def folder_usage(folder: Path, byte_limit: int, entry_limit: int) -> tuple[int, int]:
+    """(bytes, entries) under ``folder``, links not followed, counting each file by the larger
+    of its size and its blocks on disk; the walk stops once past either limit."""
+    used, entries, todo = 0, 0, [folder]
+    while todo and used <= byte_limit and entries <= entry_limit:
+        try:
+            with os.scandir(todo.pop()) as scan:
+                for entry in scan:
+                    info = entry.stat(follow_symlinks=False)
+                    used += max(info.st_size, info.st_blocks * 512)
+                    entries += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+        except OSError:  # a file that went away while it was counted
+            continue
+    return used, entries
+
+
+def remove(path: Path) -> None:
+    """Remove a file or a folder and what it holds, whatever it is (a link is not followed)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def run_with_limit(
+    target: Callable, args: tuple, workdir: Path, limit: float, watch: DiskWatch | None = None
+) -> int | None:
     """Run ``target(*args)`` in a worker process; its exit code (negative: killed by that
-    signal), or None when it ran past ``limit`` seconds.
+    signal), or None when it ran past ``limit`` seconds. A ``watch`` measures the worker's
+    folder every POLL_SECONDS while it runs and stops it past its cap.
 
     Either way every process it started (the kernel, anything the notebook spawned) is killed
     afterwards: its descendants, and any process carrying its environment marker."""
@@ -48,7 +112,11 @@ def run_with_limit(target: Callable, args: tuple, workdir: Path, limit: float) -
     proc.start()
     _RUNNING.add(proc)
     try:
-        proc.join(limit)
+        deadline = time.monotonic() + limit
+        while proc.exitcode is None and (left := deadline - time.monotonic()) > 0:
+            proc.join(min(left, POLL_SECONDS) if watch else left)
+            if watch and proc.exitcode is None:
+                watch.check(proc, marker)
         return proc.exitcode
     finally:
         _RUNNING.discard(proc)
@@ -90,8 +158,11 @@ def _in_worker(target: Callable, args: tuple, workdir: Path, marker: str, grader
     target(*args)
 
 
-def kill_processes(proc: multiprocessing.process.BaseProcess, marker: str) -> None:
-    """Kill the worker, its descendants and any process carrying its marker, then reap it."""
+def kill_processes(
+    proc: multiprocessing.process.BaseProcess, marker: str, keep_worker: bool = False
+) -> None:
+    """Kill the worker, its descendants and any process carrying its marker, then reap it;
+    with ``keep_worker``, everything but the worker itself (its kernel and what that started)."""
     import psutil
 
     victims = []
@@ -100,21 +171,31 @@ def kill_processes(proc: multiprocessing.process.BaseProcess, marker: str) -> No
             victims += psutil.Process(proc.pid).children(recursive=True)
         except psutil.Error:
             pass
+        if not keep_worker:
+            proc.kill()
+    _kill(victims)  # at once: a hand-in may be filling the disk
+    spared = {os.getpid(), proc.pid} if keep_worker else {os.getpid()}
+    marked = []
     for candidate in psutil.process_iter():
         try:
-            if candidate.pid != os.getpid() and candidate.environ().get(MARKER_ENV) == marker:
-                victims.append(candidate)
+            if candidate.pid not in spared and candidate.environ().get(MARKER_ENV) == marker:
+                marked.append(candidate)
         except psutil.Error:
             continue
-    if proc.is_alive():
-        proc.kill()
-    for victim in victims:
+    _kill(marked)
+    psutil.wait_procs(victims + marked, timeout=5)
+    if not keep_worker:
+        proc.join()
+
+
+def _kill(processes: list) -> None:
+    import psutil
+
+    for process in processes:
         try:
-            victim.kill()
+            process.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(victims, timeout=5)
-    proc.join()
 
 
 def last_lines(path: Path, count: int) -> str:
