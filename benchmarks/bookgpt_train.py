@@ -54,6 +54,7 @@ from torch import nn
 from course_utils.core.device import pick_device
 from course_utils.core.flops import matmul_throughput, training_flops
 from course_utils.core.model import GPT, GPTConfig
+from course_utils.engine.throughput import rates
 from course_utils.engine.training import (
     TrainConfig,
     Trainer,
@@ -206,7 +207,7 @@ def timed_steps(trainer: Trainer, batches: Callable, start: int, n: int) -> floa
     began = time.perf_counter()
     for step in range(start, start + n):
         x, y = batches(step)
-        trainer.step(x.to(trainer.device), y.to(trainer.device))
+        trainer.train_step(x.to(trainer.device), y.to(trainer.device))
     sync(trainer.device)
     return time.perf_counter() - began
 
@@ -280,9 +281,11 @@ def train_rows(rows, cfg, gpt_config, batches, val_batches, device, minutes) -> 
             peaks[dtype] = matmul_throughput(1024, device, dtype=dtype)
         model, history = train_row(row, cfg, gpt_config, batches, device, minutes)
         loss = mean_loss(model, val_batches, device, precision_of(row))
-        tokens_per_s = history.steps * cfg.batch_size * cfg.block_size / history.seconds
-        mfu = flops_per_step * history.steps / history.seconds / peaks[dtype]
-        results.append((row, history.steps, tokens_per_s, mfu, loss))
+        measured = rates(
+            history.steps * cfg.batch_size * cfg.block_size, flops_per_step * history.steps,
+            history.seconds, peaks[dtype],
+        )  # fmt: skip
+        results.append((row, history.steps, measured["tokens_per_s"], measured["mfu"], loss))
         print(f"  {row}: {history.steps} updates, val loss {loss:.4f}", flush=True)
     return results, peaks
 

@@ -16,15 +16,13 @@ import sys
 import torch
 
 from course_utils import GPT, build_model
-from course_utils.engine.distributed import Dist
-from course_utils.engine.training import History, Trainer, _Loop
+from course_utils.engine.training import Trainer
 from course_utils.projects import bookgpt, sumgpt
 
 
 def hot_path(model, batch_at, config, steps: int) -> None:
     """``steps`` updates of the engine's loop with every host sync an error."""
-    trainer = Trainer(model, config, device=torch.device("cuda"))
-    loop = _Loop(trainer, batch_at, History(), dist=Dist(), evaluate=None, out_dir=None, meta={})
+    loop = Trainer(model, config, device=torch.device("cuda"), batch_at=batch_at)
     loop.one_step(0)  # warm-up: allocations and kernel selection may synchronize once
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")

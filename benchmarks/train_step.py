@@ -108,7 +108,7 @@ def run_steps(trainer: Trainer, shape: Shape, start: int, n: int) -> float:
     began = time.perf_counter()
     for step in range(start, start + n):
         x, y = batch(shape, step)
-        trainer.step(x.to(trainer.device), y.to(trainer.device))
+        trainer.train_step(x.to(trainer.device), y.to(trainer.device))
     if trainer.device.type == "cuda":
         torch.cuda.synchronize(trainer.device)
     return time.perf_counter() - began

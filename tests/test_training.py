@@ -176,7 +176,7 @@ def test_a_run_refuses_to_overwrite_or_resume_the_wrong_run(tmp_path):
     train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta={"project": "test", "lr": 1})
     with pytest.raises(CheckpointError, match="exists; pass resume=True"):
         train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta={"project": "test", "lr": 1})
-    with pytest.raises(CheckpointError, match=r"differs in \['lr'\]"):
+    with pytest.raises(CheckpointError, match=r"meta.lr was 1, now 2; resume with lr=1"):
         train(tiny_model(), batch_at, cfg, out_dir=tmp_path, resume=True,
               meta={"project": "test", "lr": 2})  # fmt: skip
     with pytest.raises(CheckpointError, match="written by 'test', not 'other'"):
@@ -220,7 +220,7 @@ def test_the_trainer_steps_without_reading_anything_back():
     model = tiny_model()
     trainer = Trainer(model, TrainConfig(steps=1, warmup_steps=0, progress=False))
     before = model.tok_emb.weight.detach().clone()
-    out = trainer.step(*batch_at(0))
+    out = trainer.train_step(*batch_at(0))
     assert out.shape == (2,) and out.requires_grad is False
     assert not torch.equal(before, model.tok_emb.weight)
 
@@ -246,10 +246,11 @@ def test_auto_precision_is_bf16_on_cuda_gpus_with_bf16_and_amx_cpus(monkeypatch)
 
 
 def test_compile_by_default_only_for_long_bf16_runs_on_a_cpu(monkeypatch):
-    from course_utils.engine import training
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    monkeypatch.setattr(training, "_has_cpp_compiler", lambda: True)
+    from course_utils.engine import policy
+
+    monkeypatch.setattr(policy, "_has_cpp_compiler", lambda: True)
     long = TrainConfig(steps=5000, precision="bf16", progress=False)
     assert uses_compile(long, cpu) and not uses_compile(long, cuda)
     assert not uses_compile(replace(long, steps=4999), cpu)  # a first compile would not pay
@@ -258,14 +259,14 @@ def test_compile_by_default_only_for_long_bf16_runs_on_a_cpu(monkeypatch):
     assert not uses_compile(replace(long, precision="fp32"), cpu)  # fp32 gains 4-8%
     assert not uses_compile(replace(long, compile=False), cpu)
     assert uses_compile(replace(long, precision="fp32", steps=5, compile=True), cpu)
-    monkeypatch.setattr(training, "_has_cpp_compiler", lambda: False)  # inductor needs one
+    monkeypatch.setattr(policy, "_has_cpp_compiler", lambda: False)  # inductor needs one
     assert not uses_compile(long, cpu)
 
 
 def test_a_failed_automatic_compile_trains_uncompiled_with_a_warning(monkeypatch):
     from torch._dynamo.exc import BackendCompilerFailed
 
-    from course_utils.engine import training
+    from course_utils.engine import policy
 
     class Broken(nn.Module):  # what torch.compile returns when inductor cannot build
         def __init__(self, model):
@@ -277,9 +278,7 @@ def test_a_failed_automatic_compile_trains_uncompiled_with_a_warning(monkeypatch
             Exception.__init__(err, "backend='inductor' raised: no C++ compiler")
             raise err
 
-    monkeypatch.setattr(
-        training, "uses_compile", lambda config, device: config.compile is not False
-    )
+    monkeypatch.setattr(policy, "uses_compile", lambda config, device: config.compile is not False)
     monkeypatch.setattr(torch, "compile", lambda model, **kw: Broken(model))
     cfg = TrainConfig(steps=3, warmup_steps=1, precision="fp32", progress=False)
     model = tiny_model()

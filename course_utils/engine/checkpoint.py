@@ -19,7 +19,8 @@ from ..core.model import GPT, GPTConfig
 from .io import atomic_write
 
 FORMAT = "course_utils-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: the run's training config ("run") and every DDP rank's RNG state ("rank_rng")
+READABLE = (1, 2)  # version 1 loads for eval and sampling; a resume needs the "run" record
 CHECKPOINT_NAME = "ckpt.pt"  # the file's name inside a run folder
 
 
@@ -47,9 +48,12 @@ def save_checkpoint(
     step: int = 0,
     history: dict | None = None,
     meta: dict | None = None,
+    run: dict | None = None,
+    rank_rng: list | None = None,
 ) -> Path:
     """Write ``model`` (its weights, on the CPU, and its config when it has one) with the
-    optimizer state, ``step``, ``history``, the RNG state and ``meta``, atomically."""
+    optimizer state, ``step``, ``history``, the RNG state, ``meta`` and the ``run`` record
+    (:func:`course_utils.engine.resume.run_record`), atomically."""
     config = getattr(model, "config", None)
     state = {
         "format": FORMAT,
@@ -61,6 +65,8 @@ def save_checkpoint(
         "history": history or {},
         "rng": rng_state(),
         "meta": dict(meta or {}),
+        "run": run,
+        "rank_rng": rank_rng,
     }
     return atomic_write(path, lambda f: torch.save(state, f))
 
@@ -70,14 +76,14 @@ def _upgrade(state: dict) -> dict:
     if state.get("kind") == "sumgpt" and state.get("version") == 1:  # sumgpt.save_checkpoint
         meta = {"project": "sumgpt", "reverse": bool(state.get("reverse", True))}
         return {
-            "format": FORMAT, "version": VERSION, "model_config": state["config"],
+            "format": FORMAT, "version": 1, "model_config": state["config"],
             "model": state["state_dict"], "optimizer": None, "step": 0, "history": {},
             "rng": None, "meta": {**meta, **state.get("meta", {})},
         }  # fmt: skip
     if state.get("format") == "bookgpt-checkpoint-1":  # bookgpt.save_checkpoint
         meta = {"project": "bookgpt", "run_config": state["run_config"], "itos": state["itos"]}
         return {
-            "format": FORMAT, "version": VERSION, "model_config": state["gpt_config"],
+            "format": FORMAT, "version": 1, "model_config": state["gpt_config"],
             "model": state["model"], "optimizer": state["optimizer"], "step": state["step"],
             "history": state["history"],
             "rng": {"torch": state["rng"], "cuda": state["cuda_rng"]}, "meta": meta,
@@ -105,10 +111,10 @@ def read_checkpoint(path, project: str | None = None) -> dict:
             f"checkpoint {path} is not a course checkpoint (a {type(state).__name__} without "
             f"format {FORMAT!r}); point at a file that `sumgpt train` or `bookgpt train` wrote"
         )
-    if state.get("version") != VERSION:
+    if state.get("version") not in READABLE:
         raise CheckpointError(
             f"checkpoint {path} has format version {state.get('version')!r}; this course_utils "
-            f"reads version {VERSION}: update the course (git pull, then make setup)"
+            f"reads versions {READABLE}: update the course (git pull, then make setup)"
         )
     found = state["meta"].get("project")
     if project is not None and found != project:

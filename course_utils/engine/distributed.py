@@ -1,4 +1,5 @@
-"""PyTorch DDP under ``torchrun``: the rank layout, process-group setup and batch sharding.
+"""PyTorch DDP under ``torchrun``: the rank layout, process-group setup, batch sharding and the
+per-rank seed.
 
 ``torchrun --nproc_per_node N`` starts N processes with RANK, WORLD_SIZE and LOCAL_RANK in the
 environment; :func:`dist_from_env` reads them (one plain process is rank 0 of 1). Each rank
@@ -91,3 +92,21 @@ def mean_over_ranks(t: torch.Tensor, dist: Dist) -> torch.Tensor:
     t = t.clone()
     tdist.all_reduce(t)
     return t / dist.world
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The torch seed (dropout's stream) of ``rank`` in a run seeded ``seed``: rank 0 keeps the
+    run's seed, so one process trains as before; every other rank gets its own stream, so the
+    ranks draw different dropout masks. The data order is not seeded here: it stays global."""
+    return seed if rank == 0 else (seed * 1_000_003 + rank) % 2**63
+
+
+def gather_to_all(obj, dist: Dist) -> list:
+    """``obj`` of every rank, in rank order (``[obj]`` for one process)."""
+    if not dist.enabled:
+        return [obj]
+    import torch.distributed as tdist
+
+    out = [None] * dist.world
+    tdist.all_gather_object(out, obj)
+    return out
