@@ -10,9 +10,11 @@ from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
 from course_utils.core.device import has_amx
+from course_utils.core.model import lm_loss
 from course_utils.engine.checkpoint import CHECKPOINT_NAME, CheckpointError, read_checkpoint
 from course_utils.engine.training import (
     History,
+    NonFiniteError,
     TrainConfig,
     Trainer,
     autocast_for,
@@ -312,3 +314,122 @@ def test_compile_for_takes_inductors_cpp_wrapper_on_a_cpu_only(monkeypatch):
         {"fullgraph": False, "options": {"cpp_wrapper": True}},
         {"fullgraph": True, "options": None},
     ]
+
+
+def test_ctrl_c_stops_at_a_step_boundary_saves_and_the_resume_matches(tmp_path):
+    """A real SIGINT in the middle of step 7 lets that step finish, then the run saves and
+    re-raises; resuming gives the uninterrupted run's losses (dropout on: the RNG came back)."""
+    import os
+    import signal
+
+    cfg = TrainConfig(steps=12, warmup_steps=2, checkpoint_every=100, log_every=5,
+                      progress=False)  # fmt: skip
+    whole = train(dropout_model(), batch_at, cfg)
+
+    def interrupted_at_7(step):
+        if step == 6:
+            os.kill(os.getpid(), signal.SIGINT)
+        return batch_at(step)
+
+    with pytest.raises(KeyboardInterrupt, match="after step 7"):
+        train(dropout_model(), interrupted_at_7, cfg, out_dir=tmp_path)
+    state = read_checkpoint(tmp_path / CHECKPOINT_NAME)
+    assert state["step"] == 7 and len(state["history"]["losses"]) == 7
+    resumed = train(dropout_model(seed=3), batch_at, cfg, out_dir=tmp_path, resume=True)
+    assert resumed.losses == whole.losses
+
+
+def test_an_error_between_steps_still_saves_what_was_trained(tmp_path):
+    cfg = TrainConfig(steps=12, warmup_steps=2, log_every=5, progress=False)
+    whole = train(dropout_model(), batch_at, cfg)
+
+    def fails_at_9(step):
+        if step == 9:
+            raise OSError("the data disk went away")
+        return batch_at(step)
+
+    with pytest.raises(OSError, match="disk"):
+        train(dropout_model(), fails_at_9, cfg, out_dir=tmp_path)
+    assert read_checkpoint(tmp_path / CHECKPOINT_NAME)["step"] == 9
+    assert len(json.loads((tmp_path / "log.json").read_text())["losses"]) == 9
+    resumed = train(dropout_model(), batch_at, cfg, out_dir=tmp_path, resume=True)
+    assert resumed.losses == whole.losses
+
+
+def test_an_early_stop_writes_a_final_checkpoint(tmp_path):
+    cfg = TrainConfig(steps=20, eval_every=3, warmup_steps=1, progress=False)
+    history = train(tiny_model(), batch_at, cfg, out_dir=tmp_path, evaluate=lambda m, s: {"s": s},
+                    stop_when=lambda row: row["s"] >= 6)  # fmt: skip
+    assert history.steps == 6 and history.stop_reason == "stop_when"
+    assert read_checkpoint(tmp_path / CHECKPOINT_NAME)["step"] == 6
+
+
+def test_a_diverging_run_stops_at_the_log_point_naming_the_step(tmp_path):
+    """Non-finite values are found where the losses are read back anyway (no extra sync), and
+    the checkpoint on disk is the last good one."""
+    cfg = TrainConfig(steps=40, warmup_steps=1, log_every=10, checkpoint_every=10,
+                      progress=False)  # fmt: skip
+    calls = []
+
+    def poisoned_loss(logits, y):  # the 14th update's loss and all after it are infinite
+        calls.append(1)
+        return lm_loss(logits, y) * (math.inf if len(calls) >= 14 else 1.0)
+
+    with pytest.raises(NonFiniteError, match=r"step 14: loss inf .* checkpoint of step 10"):
+        train(tiny_model(), batch_at, cfg, out_dir=tmp_path, loss_fn=poisoned_loss)
+    state = read_checkpoint(tmp_path / CHECKPOINT_NAME)
+    assert state["step"] == 10
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
+    logged = json.loads((tmp_path / "log.json").read_text())
+    assert logged["stop_reason"] == "non_finite" and len(logged["losses"]) == 20
+
+
+def test_resume_refuses_a_changed_run_in_one_line_and_extend_goes_on_at_the_floor(tmp_path):
+    cfg = TrainConfig(steps=10, warmup_steps=2, lr=1e-2, progress=False)
+    train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta={"project": "test"})
+    for change, field in [({"steps": 30}, "train.steps was 10, now 30"),
+                          ({"lr": 2e-2}, "train.lr was 0.01, now 0.02"),
+                          ({"seed": 1}, "train.seed was 0, now 1")]:  # fmt: skip
+        with pytest.raises(CheckpointError, match=field) as err:
+            train(tiny_model(), batch_at, replace(cfg, **change), out_dir=tmp_path,
+                  resume=True, meta={"project": "test"})  # fmt: skip
+        assert "\n" not in str(err.value)
+    wider = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=32)
+    with pytest.raises(CheckpointError, match="model.n_embd was 16, now 32"):
+        train(build_model(GPT, wider, device="cpu"), batch_at, cfg, out_dir=tmp_path,
+              resume=True, meta={"project": "test"})  # fmt: skip
+    longer = train(tiny_model(), batch_at, replace(cfg, steps=14), out_dir=tmp_path,
+                   resume=True, extend=True, meta={"project": "test"})  # fmt: skip
+    assert longer.steps == 14
+    assert longer.lrs[10:] == pytest.approx([1e-3] * 4)  # the cosine's floor, lr * 0.1
+
+
+def test_an_older_checkpoint_loads_but_is_not_resumed(tmp_path):
+    cfg = TrainConfig(steps=3, warmup_steps=1, progress=False)
+    train(tiny_model(), batch_at, cfg, out_dir=tmp_path)
+    path = tmp_path / CHECKPOINT_NAME
+    state = torch.load(path, weights_only=True)
+    state.update(version=1, run=None)
+    torch.save(state, path)
+    assert read_checkpoint(path)["step"] == 3
+    with pytest.raises(CheckpointError, match="format version 1.*start a new run"):
+        train(tiny_model(), batch_at, cfg, out_dir=tmp_path, resume=True)
+
+
+def test_the_gradient_norm_falls_back_where_torch_lacks_get_total_norm(monkeypatch):
+    from course_utils.engine import optimizer
+
+    grads = [torch.randn(3, 4), torch.randn(5), torch.randn(2, 2, 2)]
+    expected = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads]))
+    assert optimizer.total_norm(grads) == pytest.approx(float(expected), rel=1e-6)
+    monkeypatch.delattr(nn.utils, "get_total_norm", raising=False)  # as on torch < 2.6
+    assert optimizer.total_norm(grads) == pytest.approx(float(expected), rel=1e-6)
+    cfg = TrainConfig(steps=3, warmup_steps=1, grad_clip=None, progress=False)
+    assert len(train(tiny_model(), batch_at, cfg).grad_norms) == 3
+
+
+def test_throughput_is_logged_at_log_points_with_mfu_given_a_peak():
+    cfg = TrainConfig(steps=10, warmup_steps=1, log_every=5, peak_flops=1e12, progress=False)
+    history = train(tiny_model(), batch_at, cfg)
+    assert [row["step"] for row in history.throughput] == [5, 10]
+    assert all(row["tokens_per_s"] > 0 and 0 < row["mfu"] < 1 for row in history.throughput)

@@ -46,4 +46,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
             raise
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C: the shell's status for SIGINT, no traceback
+        print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
+        return 130
     return 0 if status is None else int(status)

@@ -65,7 +65,7 @@ PLANNED_ENDS = ("steps", "time_budget")  # the reasons after which the run evalu
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-class NonFiniteError(FloatingPointError):
+class NonFiniteError(ValueError):
     """A loss or gradient norm became NaN or infinite; the message names the step."""
 
 
@@ -118,9 +118,12 @@ class Trainer:
             planned = state["run"]["schedule_steps"]
         self.schedule = replace(config, steps=planned)  # extend keeps the planned length
         self.pending: list[torch.Tensor] = []
+        self.boundary = True  # between updates: weights, moments and RNG state agree
         self.check = getattr(model, "check_input", None)
         self.throughput = Throughput(model, config.peak_flops)
         self.saved_at = self.start if state is not None else -1
+        if state is None and self.out_dir is not None:
+            self.save(0)  # a good checkpoint to fall back on, even if the run soon diverges
         self.clock = time.perf_counter()
         self.throughput.restart(self.clock)
 
@@ -194,9 +197,11 @@ class Trainer:
             x, y = x.pin_memory(), y.pin_memory()
         x = x.to(self.device, non_blocking=True)
         y = y.to(self.device, non_blocking=True)
+        self.boundary = False  # from here to the end of the update, the state is half-changed
         self.set_lr(lr)
         self.history.lrs.append(lr)
         self.pending.append(self.train_step(x, y))
+        self.boundary = True
 
     # ---- log points ---------------------------------------------------------------------
 
@@ -214,10 +219,13 @@ class Trainer:
         self.throughput.log(self.history, time.perf_counter())
         bad = next((i for i, v in enumerate(zip(losses, norms)) if not _finite(v)), None)
         if check and bad is not None:
+            kept = f"; {self.out_dir} keeps the checkpoint of step {self.saved_at}" * (
+                self.out_dir is not None and self.saved_at >= 0
+            )
             raise NonFiniteError(
                 f"step {first + bad + 1}: loss {losses[bad]} and gradient norm {norms[bad]} "
-                f"(non-finite values); the run stopped, its last good checkpoint kept: lower "
-                f"the learning rate ({self.history.lrs[first + bad]:.3g} at that step)"
+                f"(non-finite values), so the run stopped{kept}; lower the learning rate "
+                f"({self.history.lrs[first + bad]:.3g} at that step) and train again"
             )
 
     def pause_clock(self) -> None:
@@ -278,23 +286,22 @@ class Trainer:
             raise ValueError("Trainer.fit needs batch_at(step) -> (x, y); pass it to Trainer")
         bar = _bar(self.config, self.start, self.dist)
         self.model.train()
-        step, reason, boundary = self.start, self.stop(self.start, stop_after, False), True
+        step, reason = self.start, self.stop(self.start, stop_after, False)
         with DeferredInterrupt() as interrupt:
             try:
                 while reason is None:
-                    boundary = False
                     self.one_step(step)
-                    step, boundary = step + 1, True
+                    step += 1
                     bar.update(1)
                     reason = self.stop(step, stop_after, interrupt.requested)
                     row = self.at_step_end(step, last=reason in PLANNED_ENDS)
                     reason = self.after_log_point(bar, step, row, reason)
             except BaseException as err:
-                self.finish(step, "error", boundary, err)
+                self.finish(step, "error", err)
                 raise
             finally:
                 bar.close()
-            self.finish(step, reason, boundary, None)
+            self.finish(step, reason, None)
         if reason == "interrupted":
             raise KeyboardInterrupt(f"training interrupted after step {step}; saved to resume")
         return self.history
@@ -315,19 +322,19 @@ class Trainer:
             return "stop_when"
         return reason
 
-    def finish(self, step: int, reason: str, boundary: bool, err: BaseException | None) -> None:
+    def finish(self, step: int, reason: str, err: BaseException | None) -> None:
         """Save on the way out: a final checkpoint at a step boundary, unless the run was made
         to stop as a crash would (``stop_after``) or went non-finite (the last good checkpoint
         stays); the logs in every case. Under DDP an error skips the collectives (a rank that
         failed alone would leave the others waiting)."""
-        self.history.stop_reason = reason
+        failed = isinstance(err, NonFiniteError)
+        self.history.stop_reason = "non_finite" if failed else reason
         if err is not None and self.dist.enabled:
             return
-        failed = isinstance(err, NonFiniteError)
         if not failed:
             self.flush(check=err is None)
         self.pause_clock()
-        keep = boundary and not failed and reason != "stop_after" and self.saved_at != step
+        keep = self.boundary and not failed and reason != "stop_after" and self.saved_at != step
         if keep:
             self.save(step)
         elif self.out_dir is not None and self.dist.main and reason != "stop_after":

@@ -214,12 +214,15 @@ def train_run(
     compile: bool | None = None,
     progress: bool = True,
     dist: Dist | None = None,
+    extend: bool = False,
 ) -> tuple[GPT, History]:
     """Train ``cfg`` on the prepared corpus in ``data_dir``; return ``(model, history)``.
 
     ``out_dir`` (None: nothing written) receives ``ckpt.pt``, ``log.csv`` and ``log.json``
     every ``checkpoint_every`` steps and at the end; ``resume=True`` continues from there.
-    ``stop_after=N`` stops after step N without a final checkpoint, as a crash would. Under
+    ``extend=True`` (with ``resume``) trains past the run's planned steps at the schedule's final
+    learning rate. ``stop_after=N`` stops after step N without a final checkpoint, as a crash
+    would. Under
     DDP (``dist`` or torchrun's environment) each rank trains on its slice of the batch.
     """
     dist = dist or dist_from_env()
@@ -241,7 +244,7 @@ def train_run(
     history = train(
         model, batch_at, cfg.train_config(precision, progress, compile), evaluate=evaluate,
         device=device, out_dir=out_dir, resume=resume, stop_after=stop_after, dist=dist,
-        meta={"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos)},
+        extend=extend, meta={"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos)},
     )  # fmt: skip
     return model, history
 
@@ -359,6 +362,12 @@ def _train_parser(sub) -> None:
                    help="auto: bf16 autocast on CUDA and on AMX CPUs, fp32 elsewhere")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue from --out/ckpt.pt")
     p.add_argument(
+        "--extend", action="store_true",
+        help="with --resume: train past the run's planned steps up to --steps; the extra steps "
+        "run at the schedule's final learning rate (the cosine's floor)",
+    )  # fmt: skip
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    p.add_argument(
         "--stop-after",
         type=int,
         default=None,
@@ -378,6 +387,7 @@ def run_train(args: argparse.Namespace) -> int:
     cfg = get_config(
         args.config, steps=args.steps, batch_size=args.batch_size, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, seed=args.seed, dropout=args.dropout,
+        lr=args.lr,
     )  # fmt: skip
     out = args.out if args.out is not None else DEFAULT_RUN_DIR / cfg.name
     with process_group(dist, args.device):
@@ -390,7 +400,7 @@ def run_train(args: argparse.Namespace) -> int:
         _, history = train_run(
             cfg, args.data, out, device=args.device, precision=args.dtype, resume=args.resume,
             stop_after=args.stop_after, compile=args.compile, progress=not args.no_progress,
-            dist=dist,
+            dist=dist, extend=args.extend,
         )  # fmt: skip
     if dist.main:
         if history.evals:

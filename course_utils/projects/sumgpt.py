@@ -347,6 +347,7 @@ def train_sumgpt(
     config: GPTConfig | None = None,
     out_dir=None,
     resume: bool = False,
+    extend: bool = False,
     **train_options,
 ):
     """Build the model under ``seed`` and train it with the engine; returns ``(model, history)``.
@@ -363,13 +364,18 @@ def train_sumgpt(
     history = train(
         model, SumBatches(batch_size, seed=seed, reverse=reverse, mask=mask), run,
         evaluate=exact_match_evaluation(eval_n, eval_seed, reverse), stop_when=stop,
-        device=device, out_dir=out_dir, resume=resume, meta={**meta, "seed": seed},
+        device=device, out_dir=out_dir, resume=resume, extend=extend,
+        meta={**meta, "seed": seed},
     )  # fmt: skip
     return model, history
 
 
 # ----------------------------------------------------------------------------- CLI
 
+EXTEND_HELP = (
+    "with --resume: train past the run's planned steps up to --steps; the extra steps run at "
+    "the schedule's final learning rate (the cosine's floor)"
+)
 TRAIN_EXAMPLE = "python -m course_utils sumgpt train --steps 1200 --seed 0 --out runs/sumgpt"
 EVAL_EXAMPLE = "python -m course_utils sumgpt eval runs/sumgpt --n 10000"
 
@@ -389,6 +395,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--device", default=None, help="cpu, cuda, mps (default: the best there is)")
     tr.add_argument("--out", type=Path, default=Path("runs/sumgpt"), help="run folder")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
+    tr.add_argument("--extend", action="store_true", help=EXTEND_HELP)
+    tr.add_argument(
+        "--checkpoint-every", type=int, default=0,
+        help="also write ckpt.pt every N steps (default 0: at the end only)",
+    )  # fmt: skip
     tr.add_argument("--batch-size", type=int, default=DEFAULT_TRAIN["batch_size"])
     tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"], help="peak learning rate")
     tr.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
@@ -432,6 +443,7 @@ def run_train(args: argparse.Namespace) -> int:
         args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
         precision=args.dtype, compile=args.compile, device=device,
         progress=not args.no_progress, out_dir=args.out, resume=args.resume,
+        extend=args.extend, checkpoint_every=args.checkpoint_every,
     )  # fmt: skip
     print(
         f"trained {history.steps:,} steps of batch {args.batch_size} in "
