@@ -214,6 +214,64 @@ def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
     for k in sa:
         assert torch.allclose(sa[k], sb[k], atol=1e-5, rtol=1e-4), k
     assert log_losses(single) == pytest.approx(log_losses(ddp), abs=1e-5)
+    ranks = torch.load(ddp / "ckpt.pt", weights_only=True)["rank_rng"]
+    assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
+
+
+def test_ctrl_c_leaves_a_checkpoint_that_resumes_to_the_same_losses(data_dir, tmp_path):
+    """SIGINT in the middle of `bookgpt train`: the step in flight ends, a checkpoint of that
+    step is written (not a scheduled one: those are every 100), the process exits 130 with one
+    line; --resume then reaches the losses of a run that was never interrupted."""
+    common = ["--config", "tiny", "--data", str(data_dir), "--steps", "300",
+              "--checkpoint-every", "100", "--eval-every", "100", "--no-progress",
+              "--device", "cpu"]  # fmt: skip
+    stopped, full = tmp_path / "stopped", tmp_path / "full"
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "course_utils", "bookgpt", "train", *common, "--out", str(stopped)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (stopped / "log.json").exists():  # step 0's checkpoint: training has begun
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.005)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().count("\n") == 0 and "interrupted after step" in err
+    step = torch.load(stopped / "ckpt.pt", weights_only=True)["step"]
+    assert 0 < step < 300 and len(log_losses(stopped)) == step
+    assert bookgpt.main(["train", *common, "--out", str(stopped), "--resume"]) == 0
+    assert bookgpt.main(["train", *common, "--out", str(full)]) == 0
+    a, b = log_losses(full), log_losses(stopped)
+    assert len(a) == len(b) == 300
+    assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
+
+
+def test_the_cli_refuses_a_resume_with_other_steps_unless_extended(data_dir, tmp_path, capsys):
+    common = ["--config", "tiny", "--data", str(data_dir), "--no-progress", "--device", "cpu",
+              "--out", str(tmp_path / "run")]  # fmt: skip
+    assert bookgpt.main(["train", *common, "--steps", "6"]) == 0
+    capsys.readouterr()
+    assert bookgpt.main(["train", *common, "--steps", "9", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.steps was 6, now 9" in err and "--extend" in err
+    assert bookgpt.main(["train", *common, "--steps", "9", "--resume", "--extend"]) == 0
+    assert len(log_losses(tmp_path / "run")) == 9
+
+
+def test_shards_are_disjoint_differ_and_make_up_the_global_batch():
+    from course_utils.engine.distributed import Dist, rank_seed, shard
+
+    batch = torch.arange(24).reshape(8, 3)
+    parts = [shard(batch, Dist(rank=r, world=4)) for r in range(4)]
+    assert torch.equal(torch.cat(parts), batch)  # in rank order, the global batch
+    rows = [tuple(row.tolist()) for part in parts for row in part]
+    assert len(set(rows)) == len(rows) == 8  # disjoint
+    assert rank_seed(7, 0) == 7 and len({rank_seed(7, r) for r in range(4)}) == 4
+    with pytest.raises(ValueError, match="divisible by 3"):
+        shard(batch, Dist(rank=0, world=3))
 
 
 def test_sample_is_deterministic_and_checks_the_prompt(data_dir, tmp_path, capsys):

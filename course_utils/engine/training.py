@@ -243,6 +243,7 @@ class Trainer:
     def save(self, step: int) -> None:
         """The checkpoint and logs of ``step`` (every rank sends its RNG state; rank 0 writes)."""
         rank_rng = gather_to_all(ckpt.rng_state(), self.dist)
+        self.saved_at = step  # on every rank: they all decide the same way whether to save
         if self.out_dir is None or not self.dist.main:
             return
         ckpt.save_checkpoint(
@@ -251,7 +252,6 @@ class Trainer:
             run=run_record(self.config, self.schedule.steps), rank_rng=rank_rng,
         )  # fmt: skip
         write_logs(self.out_dir, self.history)
-        self.saved_at = step
 
     def at_step_end(self, done: int, last: bool) -> dict | None:
         """Log, evaluate and checkpoint where the schedule says; return the evaluation row."""
