@@ -214,6 +214,14 @@ def test_cli_trains_saves_resumes_and_evaluates(tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
     assert sumgpt.main([*argv, "--resume"]) == 0  # nothing left to do, but it reloads
     capsys.readouterr()
+    longer = [*argv[:2], "5", *argv[3:], "--resume"]
+    assert sumgpt.main(longer) == 2  # SumGPT's meta holds no steps: the engine's record does
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.steps was 3, now 5" in err and "--extend" in err
+    assert sumgpt.main([*longer, "--lr", "2e-3"]) == 2
+    assert "train.steps was 3" in capsys.readouterr().err  # the first difference is named
+    assert sumgpt.main([*longer, "--extend"]) == 0
+    capsys.readouterr()
     assert sumgpt.main(["eval", str(run), "--n", "200", "--device", "cpu"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"exact-match: \d\.\d{4} on 200 held-out sums", out[-1])

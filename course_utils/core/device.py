@@ -42,10 +42,9 @@ def has_amx() -> bool:
 
 def prefers_bf16(device: str | torch.device) -> bool:
     """Whether precision ``"auto"`` trains on ``device`` under bf16 autocast: on CUDA GPUs that
-    support bf16, and on CPUs with AMX tiles. Measured on a 2-core Xeon with AMX, idle, 2
-    threads (``benchmarks/train_step.py``, the README's results): SumGPT's step 43.2 -> 28.8 ms
-    in bf16 (20.8 compiled), BookGPT's ``cpu`` step 18.0 -> 17.9 ms (12.6 compiled). CPUs
-    without AMX multiply bf16 no faster than fp32 and pay for the casts, so they stay in fp32."""
+    support bf16, and on CPUs with AMX tiles, where it measured faster
+    (``benchmarks/train_step.py``; the figures are the README's results). CPUs without AMX
+    multiply bf16 no faster than fp32 and pay for the casts, so they stay in fp32."""
     device = torch.device(device)
     if device.type == "cpu":
         return has_amx()

@@ -5,7 +5,8 @@ A checkpoint records the run it belongs to: the :data:`~.config.RUN_FIELDS` of i
 project's ``meta``. :func:`resume_state` compares them with the run asking to resume and refuses
 the first difference in one line naming the field, both values and the fix. ``extend`` is the
 one way to change ``steps``: the run goes on past its planned end at the schedule's final
-learning rate (the cosine already reached its floor), the schedule's length kept.
+learning rate (the cosine already reached its floor), the saved schedule (its length and
+warmup) kept.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from pathlib import Path
 from . import checkpoint as ckpt
 from .config import RUN_FIELDS
 
+EXTEND_HELP = (
+    "with --resume: train past the run's planned steps up to --steps; the run keeps its "
+    "schedule, the extra steps at its final learning rate (the cosine's floor)"
+)
+EXTENDABLE = ("steps", "warmup_steps")  # what extend may change: the schedule stays the saved one
 
-def run_record(config, schedule_steps: int) -> dict:
+
+def run_record(config, schedule) -> dict:
     """What a checkpoint records of its training config: the fields that change the run, and
-    the length of the schedule (``steps`` unless the run was extended)."""
+    the schedule it follows (``config``'s own unless the run was extended)."""
     record = {name: getattr(config, name) for name in RUN_FIELDS}
-    return _plain({**record, "schedule_steps": schedule_steps})
+    planned = {name: getattr(schedule, name) for name in EXTENDABLE}
+    return _plain({**record, "schedule": planned})
 
 
 def _plain(value):
@@ -42,14 +50,16 @@ def _flat(d: dict, prefix: str) -> dict:
 
 def first_difference(saved: dict, now: dict, *, extend: bool) -> tuple[str, object, object] | None:
     """The first field (dotted, e.g. ``train.steps``) whose value differs between two run
-    descriptions, with the saved and the new value; ``extend`` lets ``steps`` grow."""
+    descriptions, with the saved and the new value; ``extend`` lets ``steps`` grow (and the
+    warmup differ: an extended run keeps its saved schedule)."""
     old, new = _flat(_plain(saved), ""), _flat(_plain(now), "")
     for key in [*old, *(k for k in new if k not in old)]:
-        if key.endswith("schedule_steps"):
+        if key.startswith("train.schedule."):
             continue
         a, b = old.get(key), new.get(key)
-        grows = key.split(".")[-1] == "steps" and isinstance(a, int) and isinstance(b, int)
-        if a != b and not (extend and grows and b > a):
+        name = key.split(".")[-1]
+        grows = name != "steps" or (isinstance(a, int) and isinstance(b, int) and b > a)
+        if a != b and not (extend and name in EXTENDABLE and grows):
             return key, a, b
     return None
 
@@ -60,8 +70,8 @@ def refusal(path: Path, field: str, old, new) -> str:
     fix = f"resume with {name}={old!r} as the run began, or train into a new output folder"
     if name == "steps":
         fix += (
-            f"; to train past the planned {old} steps pass extend=True (--extend): the extra "
-            f"steps run at the schedule's final learning rate"
+            f"; to train past the planned {old} steps pass extend=True (--extend): the run "
+            f"keeps its schedule, the extra steps at its final learning rate"
         )
     return f"cannot resume {path}: {field} was {old!r}, now {new!r}; {fix}"
 

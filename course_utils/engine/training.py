@@ -57,7 +57,7 @@ __all__ = [
 # Seconds between progress-bar redraws. In a notebook each redraw sends widget messages, and
 # nbval reads a cell's messages only once the cell has finished: ZMQ drops what overflows its
 # queues (high-water marks), the end-of-cell message with it, and nbval then fails the cell with
-# "Timeout of 5 seconds exceeded waiting for output" (seen at tqdm's default 0.1 s on a slow,
+# "Timeout ... exceeded waiting for output" (seen at tqdm's default redraw rate on a slow,
 # one-thread run). One redraw a second keeps a long cell far below the limit.
 BAR_SECONDS = 1.0
 PLANNED_ENDS = ("steps", "time_budget")  # the reasons after which the run evaluates and saves
@@ -112,11 +112,10 @@ class Trainer:
             model, config.lr, config.weight_decay, config.betas,
             fused=uses_fused_adamw(config, self.device) or None,
         )  # fmt: skip
-        self.history, self.start, planned = History(), 0, config.steps
+        self.history, self.start, self.schedule = History(), 0, config
         if state is not None:
             self.history, self.start = self._restore(state), state["step"]
-            planned = state["run"]["schedule_steps"]
-        self.schedule = replace(config, steps=planned)  # extend keeps the planned length
+            self.schedule = replace(config, **state["run"]["schedule"])  # extend keeps it
         self.pending: list[torch.Tensor] = []
         self.boundary = True  # between updates: weights, moments and RNG state agree
         self.check = getattr(model, "check_input", None)
@@ -130,9 +129,8 @@ class Trainer:
     # ---- setup --------------------------------------------------------------------------
 
     def _resume_state(self, resume: bool, extend: bool) -> dict | None:
-        planned = self.config.steps
         now = {
-            "train": run_record(self.config, planned),
+            "train": run_record(self.config, self.config),
             "model": model_config_dict(self.model),
             "meta": self.meta,
         }
@@ -249,7 +247,7 @@ class Trainer:
         ckpt.save_checkpoint(
             self.out_dir / ckpt.CHECKPOINT_NAME, self.model, optimizer=self.optimizer,
             step=step, history=self.history.to_dict(), meta=self.meta,
-            run=run_record(self.config, self.schedule.steps), rank_rng=rank_rng,
+            run=run_record(self.config, self.schedule), rank_rng=rank_rng,
         )  # fmt: skip
         write_logs(self.out_dir, self.history)
 

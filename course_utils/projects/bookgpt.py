@@ -3,7 +3,7 @@
 The corpus side (``bookgpt prepare``, memmaps, ``batch_at``) is :mod:`course_utils.projects.corpus`;
 this module is the recipe handed to the engine (:func:`course_utils.engine.training.train`):
 
-* :data:`CONFIGS`: ``cpu`` (about a minute on 2 CPU cores), ``tiny`` (tests) and the seed's
+* :data:`CONFIGS`: ``cpu`` (a short CPU run), ``tiny`` (tests) and the seed's
   three shapes, ``baseline`` (d 128, 4 heads, 4 blocks, context 256), ``larger`` (d 256, 8
   heads, 6 blocks) and ``ctx512`` (the larger model at context 512, batch halved).
 * :func:`train_run`: the model, ``batch_at(step)`` (the batch depends on the seed and the step
@@ -39,6 +39,7 @@ from ..core.seeding import build_model
 from ..core.tokenizer import CharTokenizer, UnknownCharacterError
 from ..engine import checkpoint
 from ..engine.distributed import Dist, dist_from_env, process_group, rank_device
+from ..engine.resume import EXTEND_HELP
 from ..engine.training import History, TrainConfig, autocast_for, train
 from . import corpus
 
@@ -108,7 +109,7 @@ class RunConfig:
 
 
 CONFIGS: dict[str, RunConfig] = {
-    # about a minute on 2 CPU cores (~30 ms a step), to about 1.36 nats/char: words, verse lines
+    # about a minute on 2 CPU cores (the README's table), to words and verse lines
     "cpu": RunConfig(
         "cpu", n_embd=64, n_head=4, n_layer=3, block_size=64, batch_size=32, steps=2000,
         lr=3e-3, warmup_steps=50, eval_every=250, eval_batches=8, checkpoint_every=250,
@@ -361,11 +362,7 @@ def _train_parser(sub) -> None:
     p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
                    help="auto: bf16 autocast on CUDA and on AMX CPUs, fp32 elsewhere")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue from --out/ckpt.pt")
-    p.add_argument(
-        "--extend", action="store_true",
-        help="with --resume: train past the run's planned steps up to --steps; the extra steps "
-        "run at the schedule's final learning rate (the cosine's floor)",
-    )  # fmt: skip
+    p.add_argument("--extend", action="store_true", help=EXTEND_HELP)
     p.add_argument("--lr", type=float, default=None, help="peak learning rate")
     p.add_argument(
         "--stop-after",

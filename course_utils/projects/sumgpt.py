@@ -30,6 +30,7 @@ from ..core.seeding import build_model
 from ..core.tokenizer import CharTokenizer
 from ..engine import checkpoint
 from ..engine.checkpoint import CheckpointError
+from ..engine.resume import EXTEND_HELP
 from ..engine.training import TrainConfig, train
 
 VOCAB = "0123456789+=\n"
@@ -372,10 +373,6 @@ def train_sumgpt(
 
 # ----------------------------------------------------------------------------- CLI
 
-EXTEND_HELP = (
-    "with --resume: train past the run's planned steps up to --steps; the extra steps run at "
-    "the schedule's final learning rate (the cosine's floor)"
-)
 TRAIN_EXAMPLE = "python -m course_utils sumgpt train --steps 1200 --seed 0 --out runs/sumgpt"
 EVAL_EXAMPLE = "python -m course_utils sumgpt eval runs/sumgpt --n 10000"
 
