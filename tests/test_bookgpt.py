@@ -142,6 +142,23 @@ def _saved_after(run_dir: Path, steps: int) -> bool:
         return False
 
 
+def _training_process(args: list[str], out: Path, until: int) -> subprocess.Popen:
+    """``bookgpt train`` in a process of its own, returned once its logs hold ``until``
+    losses (written with each checkpoint, step 0's included)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "course_utils", "bookgpt", "train", *args, "--out", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not _saved_after(out, until):
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before its checkpoint: {proc.stderr.read()}")
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.005)
+    return proc
+
+
 def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_path):
     """SIGKILL a real training process (no cleanup of any kind runs) once it has written a
     checkpoint: the checkpoint on disk is whole, and resuming from it reproduces the losses
@@ -150,17 +167,7 @@ def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_pa
               "--checkpoint-every", "5", "--eval-every", "100", "--no-progress",
               "--device", "cpu"]  # fmt: skip
     killed, full = tmp_path / "killed", tmp_path / "full"
-    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "course_utils", "bookgpt", "train", *common, "--out", str(killed)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not _saved_after(killed, 5):  # a fresh run writes step 0's checkpoint at once
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended before its first checkpoint: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, "no checkpoint within 120 s"
-        time.sleep(0.005)
+    proc = _training_process(common, killed, until=5)  # past step 0's checkpoint
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     proc.stderr.close()
@@ -226,15 +233,7 @@ def test_ctrl_c_leaves_a_checkpoint_that_resumes_to_the_same_losses(data_dir, tm
               "--checkpoint-every", "100", "--eval-every", "100", "--no-progress",
               "--device", "cpu"]  # fmt: skip
     stopped, full = tmp_path / "stopped", tmp_path / "full"
-    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "course_utils", "bookgpt", "train", *common, "--out", str(stopped)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not (stopped / "log.json").exists():  # step 0's checkpoint: training has begun
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-        time.sleep(0.005)
+    proc = _training_process(common, stopped, until=0)  # step 0's checkpoint: it has begun
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
