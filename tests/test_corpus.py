@@ -493,3 +493,12 @@ def test_the_vectorized_scan_keys_paragraphs_as_normalize_paragraph_does():
     assert keys[0] == "ünïcode fine_words 121 2 quotes strasse σασ nbsp tab"
     assert scan.hashes.tolist() == [_hash(k) for k in keys if k]
     assert scan.index.tolist() == [0, 1, 3]
+
+
+def test_a_folder_in_another_format_version_is_refused_with_the_command(tmp_path):
+    out = tmp_path / "data"
+    C.prepare(C.Corpus("t", (C.Book("a", "One line.\n\nTwo lines here.\n" * 20),)), out)
+    meta = json.loads((out / "meta.json").read_text())
+    (out / "meta.json").write_text(json.dumps({**meta, "format": 0}))
+    with pytest.raises(C.CorpusNotPreparedError, match="corpus format 0.*reads format 1.*prepare"):
+        C.load_split(out, "train")

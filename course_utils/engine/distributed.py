@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.batching import mixed_seed
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -98,7 +100,7 @@ def rank_seed(seed: int, rank: int) -> int:
     """The torch seed (dropout's stream) of ``rank`` in a run seeded ``seed``: rank 0 keeps the
     run's seed, so one process trains as before; every other rank gets its own stream, so the
     ranks draw different dropout masks. The data order is not seeded here: it stays global."""
-    return seed if rank == 0 else (seed * 1_000_003 + rank) % 2**63
+    return seed if rank == 0 else mixed_seed(seed, rank) % 2**63
 
 
 def gather_to_all(obj, dist: Dist) -> list:

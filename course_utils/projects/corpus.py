@@ -19,7 +19,8 @@ parts into another (:func:`join_parts`); the character vocabulary is built from 
 (:func:`build_vocab`); the streams are written as token ids (``uint8`` when the vocabulary has
 at most 256 characters, else ``uint16``) together with ``meta.json``, atomically
 (:func:`write_atomically`). Training reads a split back as a numpy memmap (:func:`load_split`)
-and draws random windows from it (:func:`get_batch`).
+and draws random windows from it (:func:`course_utils.core.batching.get_batch`, re-exported
+here).
 
 Command line: ``python -m course_utils bookgpt prepare --corpus default|DIR --out DIR``
 (:func:`add_prepare_parser`, which :mod:`course_utils.projects.bookgpt` adds beside ``train``
@@ -40,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from ..core.batching import batch_at, get_batch  # noqa: F401 (lessons import them from here)
 from ..core.cli import add_subcommand
 from ..core.tokenizer import CharTokenizer
 from ..engine.io import atomic_folder, write_synced
@@ -605,7 +606,14 @@ def load_meta(data_dir: str | Path) -> dict:
             f"no prepared corpus in {data_dir} (no meta.json); prepare it first: "
             + PREPARE_COMMAND.format(out=data_dir)
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get("format") != FORMAT_VERSION:
+        raise CorpusNotPreparedError(
+            f"{data_dir} was prepared in corpus format {meta.get('format')!r}; this course_utils "
+            f"reads format {FORMAT_VERSION}: prepare it again: "
+            + PREPARE_COMMAND.format(out=data_dir)
+        )
+    return meta
 
 
 def load_split(data_dir: str | Path, split: str) -> np.memmap:
@@ -633,41 +641,6 @@ def load_tokenizer(data_dir: str | Path) -> CharTokenizer:
     tokenizer = CharTokenizer(itos)
     assert tokenizer.itos == itos, "meta.json's itos is not sorted by code point"
     return tokenizer
-
-
-def get_batch(
-    data: np.ndarray, batch_size: int, block_size: int, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch_size`` random windows of ``block_size + 1`` tokens from ``data`` (a memmap or
-    any 1-D integer array), start positions drawn on ``generator`` (a seeded CPU
-    ``torch.Generator``: the same seed gives the same batches on every machine). Returns
-    ``(x, y)``, int64 CPU tensors of shape ``(batch_size, block_size)`` with ``y`` = ``x``
-    shifted one to the left: ``y[b, t]`` is the token after ``x[b, t]``. Move them with
-    ``.to(device)``."""
-    if not isinstance(generator, torch.Generator) or generator.device.type != "cpu":
-        raise ValueError(
-            "generator must be a CPU torch.Generator, e.g. torch.Generator().manual_seed(0)"
-        )
-    if batch_size < 1 or block_size < 1:
-        raise ValueError(f"batch_size and block_size must be >= 1, got {batch_size}, {block_size}")
-    if len(data) <= block_size:
-        raise ValueError(
-            f"the split holds {len(data)} tokens, too few for a window of {block_size} + 1"
-        )
-    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-    index = starts.numpy()[:, None] + np.arange(block_size + 1)
-    chunk = torch.from_numpy(np.asarray(data[index], dtype=np.int64))
-    return chunk[:, :-1], chunk[:, 1:]
-
-
-def batch_at(
-    data: np.ndarray, batch_size: int, block_size: int, seed: int, step: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch of training step ``step``: :func:`get_batch` on a generator seeded from
-    ``(seed, step)`` alone, so a resumed run draws exactly the batches an uninterrupted one
-    would, without saving generator state."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    return get_batch(data, batch_size, block_size, generator)
 
 
 # ---- command line ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.batching import step_generator
 from ..core.cli import add_subcommand, command_parser, run_command
 from ..core.device import pick_device
 from ..core.generate import generate
@@ -212,7 +213,7 @@ class SumBatches:
         self.pool = training_pool()
 
     def sample_pairs(self, n: int, step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        generator = step_generator(self.seed, step)
         chosen = self.pool[torch.randint(len(self.pool), (n,), generator=generator)]
         return chosen // N_NUMBERS, chosen % N_NUMBERS
 
