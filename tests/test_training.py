@@ -433,3 +433,50 @@ def test_throughput_is_logged_at_log_points_with_mfu_given_a_peak():
     history = train(tiny_model(), batch_at, cfg)
     assert [row["step"] for row in history.throughput] == [5, 10]
     assert all(row["tokens_per_s"] > 0 and 0 < row["mfu"] < 1 for row in history.throughput)
+
+
+def test_muon_takes_the_hidden_matrices_and_adamw_the_rest_on_one_schedule():
+    from course_utils.engine.optimizer import hidden_matrices
+
+    if not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needs torch >= 2.9")
+    model = tiny_model()
+    hidden = {id(p) for p in hidden_matrices(model)}
+    names = {n for n, p in model.named_parameters() if id(p) in hidden}
+    assert names and all(n.startswith("blocks.") and n.endswith(".weight") for n in names)
+    assert not any("norm" in n or "ln" in n for n in names)  # matrices only: no gains
+    assert id(model.tok_emb.weight) not in hidden and id(model.pos_emb.weight) not in hidden
+    cfg = TrainConfig(steps=30, lr=3e-3, warmup_steps=3, weight_decay=0.0, optimizer="muon",
+                      progress=False)  # fmt: skip
+    trainer = Trainer(model, cfg)
+    muon, adamw = trainer.optimizer.optimizers
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
+    assert {id(p) for g in muon.param_groups for p in g["params"]} == hidden
+    assert len(hidden) + sum(len(g["params"]) for g in adamw.param_groups) == len(
+        list(model.parameters())
+    )
+    trainer.set_lr(1.5e-3)  # half the peak: both halve
+    assert muon.param_groups[0]["lr"] == pytest.approx(0.01)
+    assert all(g["lr"] == 1.5e-3 for g in adamw.param_groups)
+    history = train(tiny_model(), copy_task(), cfg, device="cpu")
+    assert history.losses[-1] < 0.8 * history.losses[0]  # it learns
+
+
+def test_a_muon_run_resumes_to_the_uninterrupted_losses(tmp_path):
+    if not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needs torch >= 2.9")
+    cfg = TrainConfig(steps=12, warmup_steps=2, lr=3e-3, weight_decay=0.0, optimizer="muon",
+                      checkpoint_every=5, progress=False)  # fmt: skip
+    whole = train(dropout_model(), batch_at, cfg)
+    train(dropout_model(), batch_at, cfg, out_dir=tmp_path, stop_after=7)
+    resumed = train(dropout_model(), batch_at, cfg, out_dir=tmp_path, resume=True)
+    assert resumed.losses == whole.losses  # both optimizers' state came back
+
+
+def test_muon_on_an_older_torch_is_a_clear_error(monkeypatch):
+    monkeypatch.delattr(torch.optim, "Muon", raising=False)
+    cfg = TrainConfig(steps=3, optimizer="muon", progress=False)
+    with pytest.raises(ValueError, match=r"torch >= 2.9.*optimizer='adamw'"):
+        train(tiny_model(), batch_at, cfg)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        TrainConfig(steps=3, optimizer="sgd")

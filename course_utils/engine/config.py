@@ -6,11 +6,15 @@ from dataclasses import dataclass
 
 from .policy import PRECISIONS
 
-OPTIMIZERS = ("adamw",)
+OPTIMIZERS = ("adamw", "muon")
+OPTIMIZER_HELP = (
+    "adamw (default): AdamW for every parameter; muon: torch.optim.Muon (torch >= 2.9) for the "
+    "hidden matrices at TrainConfig.muon_lr, AdamW at --lr for the rest, on one schedule"
+)
 # The fields that change what a run computes: a resume must keep them (see resume.py).
 RUN_FIELDS = (
     "steps", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "betas", "grad_clip",
-    "precision", "seed", "time_budget", "optimizer",
+    "precision", "seed", "time_budget", "optimizer", "muon_lr",
 )  # fmt: skip
 
 
@@ -35,7 +39,8 @@ class TrainConfig:
     fused: bool | None = None  # AdamW's fused kernel; None: fused on CPU and CUDA (measured faster)
     progress: bool = True  # a tqdm bar (a widget in notebooks, text in a terminal)
     desc: str = "train"
-    optimizer: str = "adamw"
+    optimizer: str = "adamw"  # or "muon": Muon for the hidden matrices, AdamW for the rest
+    muon_lr: float = 0.02  # Muon's peak learning rate (optimizer="muon"), on the same schedule
     peak_flops: float | None = None  # FLOP/s the device can do: with it the logs carry MFU
 
     def __post_init__(self) -> None:

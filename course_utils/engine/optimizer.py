@@ -1,4 +1,5 @@
-"""The optimizer of a run: AdamW over two parameter groups, and the gradient norm and clip."""
+"""The optimizer of a run: AdamW over two parameter groups (or Muon for the hidden matrices and
+AdamW for the rest), and the gradient norm and clip."""
 
 from __future__ import annotations
 
@@ -21,6 +22,87 @@ def configure_optimizer(
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
+
+
+def build_optimizer(model: nn.Module, config, fused: bool | None = None):
+    """The optimizer ``config.optimizer`` names: :func:`configure_optimizer` (``"adamw"``), or
+    :func:`muon_optimizer` (``"muon"``)."""
+    if config.optimizer == "muon":
+        return muon_optimizer(model, config, fused=fused)
+    return configure_optimizer(model, config.lr, config.weight_decay, config.betas, fused=fused)
+
+
+def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
+    """The 2-D weights of the hidden layers: every matrix except embeddings and the output
+    head (a module named ``head`` or ``lm_head``, tied or not); what Muon updates."""
+    outside = {
+        id(p)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Embedding) or name.split(".")[-1] in ("head", "lm_head")
+        for p in module.parameters()
+    }
+    return [
+        p for p in model.parameters() if p.requires_grad and p.dim() == 2 and id(p) not in outside
+    ]
+
+
+def muon_optimizer(model: nn.Module, config, fused: bool | None = None) -> Optimizers:
+    """``torch.optim.Muon`` (torch >= 2.9) for :func:`hidden_matrices`, at ``config.muon_lr``
+    with no weight decay, momentum 0.95 (Nesterov) and the original learning-rate scale, as
+    modded-nanogpt trains; AdamW at ``config.lr`` for the rest. Each group's ``lr_scale`` keeps
+    both on the one schedule (:meth:`Optimizers.set_lr`)."""
+    muon = getattr(torch.optim, "Muon", None)
+    if muon is None:
+        raise ValueError(
+            f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this is torch "
+            f"{torch.__version__}: upgrade torch, or use optimizer='adamw' (--optimizer adamw)"
+        )
+    matrices = hidden_matrices(model)
+    ids = {id(p) for p in matrices}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
+    groups = [
+        {"params": [p for p in rest if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    adamw = torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, fused=fused)
+    hidden = muon(
+        [{"params": matrices, "lr_scale": config.muon_lr / config.lr}], lr=config.muon_lr,
+        weight_decay=0.0, momentum=0.95, nesterov=True, adjust_lr_fn="original",
+    )  # fmt: skip
+    return Optimizers([hidden, adamw])
+
+
+class Optimizers:
+    """Several optimizers stepped as one (Muon and AdamW), with the methods the loop calls."""
+
+    def __init__(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        self.optimizers = optimizers
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [g for o in self.optimizers for g in o.param_groups]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for o in self.optimizers:
+            o.step()
+
+    def state_dict(self) -> dict:
+        return {"optimizers": [o.state_dict() for o in self.optimizers]}
+
+    def load_state_dict(self, state: dict) -> None:
+        for o, s in zip(self.optimizers, state["optimizers"], strict=True):
+            o.load_state_dict(s)
+
+
+def set_lr(optimizer, lr: float) -> None:
+    """Put every group on the schedule's ``lr``, times the group's ``lr_scale`` where it has
+    one (Muon's groups: their own peak, the same schedule)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group["lr_scale"] if "lr_scale" in group else lr
 
 
 def uses_fused_adamw(config, device: torch.device) -> bool:

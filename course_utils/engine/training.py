@@ -33,7 +33,13 @@ from .config import RUN_FIELDS, TrainConfig
 from .distributed import Dist, gather_to_all, mean_over_ranks, rank_seed, shard
 from .history import History
 from .logs import write_logs
-from .optimizer import clip_and_measure, configure_optimizer, uses_fused_adamw
+from .optimizer import (
+    build_optimizer,
+    clip_and_measure,
+    configure_optimizer,
+    set_lr,
+    uses_fused_adamw,
+)
 from .policy import (
     PRECISIONS,
     Net,
@@ -108,10 +114,8 @@ class Trainer:
         if state is None:
             seed_everything(rank_seed(config.seed, self.dist.rank))  # dropout's stream
         self.net = self._net(net)
-        self.optimizer = configure_optimizer(
-            model, config.lr, config.weight_decay, config.betas,
-            fused=uses_fused_adamw(config, self.device) or None,
-        )  # fmt: skip
+        fused = uses_fused_adamw(config, self.device) or None
+        self.optimizer = build_optimizer(model, config, fused=fused)
         self.history, self.start, self.schedule = History(), 0, config
         if state is not None:
             self.history, self.start = self._restore(state), state["step"]
@@ -156,8 +160,7 @@ class Trainer:
     # ---- one update ---------------------------------------------------------------------
 
     def set_lr(self, lr: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr)
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward (under the config's precision), loss, backward, clipping and the optimizer

@@ -38,6 +38,7 @@ from ..core.modes import eval_mode
 from ..core.seeding import build_model
 from ..core.tokenizer import CharTokenizer, UnknownCharacterError
 from ..engine import checkpoint
+from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
 from ..engine.distributed import Dist, dist_from_env, process_group, rank_device
 from ..engine.resume import EXTEND_HELP
 from ..engine.training import History, TrainConfig, autocast_for, train
@@ -87,10 +88,15 @@ class RunConfig:
         )
 
     def train_config(
-        self, precision: str = "auto", progress: bool = True, compile: bool | None = None
+        self,
+        precision: str = "auto",
+        progress: bool = True,
+        compile: bool | None = None,
+        optimizer: str = "adamw",
     ) -> TrainConfig:
         """The engine's settings for this configuration."""
         return TrainConfig(
+            optimizer=optimizer,
             steps=self.steps,
             lr=self.lr,
             min_lr_ratio=self.min_lr_ratio,
@@ -216,6 +222,7 @@ def train_run(
     progress: bool = True,
     dist: Dist | None = None,
     extend: bool = False,
+    optimizer: str = "adamw",
 ) -> tuple[GPT, History]:
     """Train ``cfg`` on the prepared corpus in ``data_dir``; return ``(model, history)``.
 
@@ -242,8 +249,9 @@ def train_run(
     def batch_at(step: int):
         return corpus.batch_at(train_data, cfg.batch_size, cfg.block_size, cfg.seed, step)
 
+    settings = cfg.train_config(precision, progress, compile, optimizer)
     history = train(
-        model, batch_at, cfg.train_config(precision, progress, compile), evaluate=evaluate,
+        model, batch_at, settings, evaluate=evaluate,
         device=device, out_dir=out_dir, resume=resume, stop_after=stop_after, dist=dist,
         extend=extend, meta={"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos)},
     )  # fmt: skip
@@ -363,6 +371,7 @@ def _train_parser(sub) -> None:
                    help="auto: bf16 autocast on CUDA and on AMX CPUs, fp32 elsewhere")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue from --out/ckpt.pt")
     p.add_argument("--extend", action="store_true", help=EXTEND_HELP)
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help=OPTIMIZER_HELP)
     p.add_argument("--lr", type=float, default=None, help="peak learning rate")
     p.add_argument(
         "--stop-after",
@@ -397,7 +406,7 @@ def run_train(args: argparse.Namespace) -> int:
         _, history = train_run(
             cfg, args.data, out, device=args.device, precision=args.dtype, resume=args.resume,
             stop_after=args.stop_after, compile=args.compile, progress=not args.no_progress,
-            dist=dist, extend=args.extend,
+            dist=dist, extend=args.extend, optimizer=args.optimizer,
         )  # fmt: skip
     if dist.main:
         if history.evals:

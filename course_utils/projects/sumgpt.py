@@ -31,6 +31,7 @@ from ..core.seeding import build_model
 from ..core.tokenizer import CharTokenizer
 from ..engine import checkpoint
 from ..engine.checkpoint import CheckpointError
+from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
 from ..engine.resume import EXTEND_HELP
 from ..engine.training import TrainConfig, train
 
@@ -394,6 +395,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--out", type=Path, default=Path("runs/sumgpt"), help="run folder")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
     tr.add_argument("--extend", action="store_true", help=EXTEND_HELP)
+    tr.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help=OPTIMIZER_HELP)
     tr.add_argument(
         "--checkpoint-every", type=int, default=0,
         help="also write ckpt.pt every N steps (default 0: at the end only)",
@@ -441,7 +443,7 @@ def run_train(args: argparse.Namespace) -> int:
         args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
         precision=args.dtype, compile=args.compile, device=device,
         progress=not args.no_progress, out_dir=args.out, resume=args.resume,
-        extend=args.extend, checkpoint_every=args.checkpoint_every,
+        extend=args.extend, checkpoint_every=args.checkpoint_every, optimizer=args.optimizer,
     )  # fmt: skip
     print(
         f"trained {history.steps:,} steps of batch {args.batch_size} in "
