@@ -54,38 +54,33 @@ class BookGPTError(ValueError):
     """A run or checkpoint that cannot be used; the message says what is wrong and the fix."""
 
 
+UNSET_VOCAB = 1  # a RunConfig's model has no vocabulary yet: gpt_config sets the corpus's
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """Model shape plus training settings of one BookGPT configuration."""
+    """One BookGPT configuration: the model's :class:`GPTConfig` (its vocabulary set from the
+    corpus by :meth:`gpt_config`), the engine's :class:`TrainConfig`, and what BookGPT adds.
+    Their fields read flat too (``cfg.steps``, ``cfg.block_size``)."""
 
     name: str
-    n_embd: int
-    n_head: int
-    n_layer: int
-    block_size: int
+    model: GPTConfig
+    train: TrainConfig
     batch_size: int  # the global batch: split across DDP ranks
-    steps: int
-    lr: float
-    warmup_steps: int
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    dropout: float = 0.0
-    eval_every: int = 250
     eval_batches: int = 8  # fixed validation (and train) windows: eval_batches x batch_size
-    checkpoint_every: int = 250
-    seed: int = 0  # model init, dropout and the data order
+    seed: int = 0  # model init and the data order; dropout draws from seed + 1
+
+    def __getattr__(self, name: str):
+        for part in ("model", "train"):
+            config = object.__getattribute__(self, part)
+            if name in {f.name for f in fields(config)}:
+                return getattr(config, name)
+        raise AttributeError(f"RunConfig has no field {name!r}")
 
     def gpt_config(self, vocab_size: int) -> GPTConfig:
-        """Our GPT (tied head, GELU, pre-LN, learned positions, biases, fused attention)."""
-        return GPTConfig(
-            vocab_size=vocab_size,
-            block_size=self.block_size,
-            n_layer=self.n_layer,
-            n_head=self.n_head,
-            n_embd=self.n_embd,
-            dropout=self.dropout,
-        )
+        """Our GPT (tied head, GELU, pre-LN, learned positions, biases, fused attention) over
+        the corpus's ``vocab_size`` characters."""
+        return replace(self.model, vocab_size=vocab_size)
 
     def train_config(
         self,
@@ -94,62 +89,69 @@ class RunConfig:
         compile: bool | None = None,
         optimizer: str = "adamw",
     ) -> TrainConfig:
-        """The engine's settings for this configuration."""
-        return TrainConfig(
-            optimizer=optimizer,
-            steps=self.steps,
-            lr=self.lr,
-            min_lr_ratio=self.min_lr_ratio,
-            warmup_steps=self.warmup_steps,
-            weight_decay=self.weight_decay,
-            grad_clip=self.grad_clip,
-            eval_every=self.eval_every,
-            checkpoint_every=self.checkpoint_every,
-            log_every=25,
-            precision=precision,
-            seed=self.seed + 1,  # dropout's stream; the init draws from seed
-            compile=compile,
-            progress=progress,
-            desc=f"bookgpt {self.name}",
-        )
+        """The engine's settings for this configuration, with the run's choices."""
+        return replace(
+            self.train, precision=precision, progress=progress, compile=compile,
+            optimizer=optimizer, seed=self.seed + 1, desc=f"bookgpt {self.name}",
+        )  # fmt: skip
+
+
+def _config(name: str, model: dict, train: dict, **bookgpt) -> RunConfig:
+    """A :class:`RunConfig` from the fields that differ from the defaults."""
+    settings = {"eval_every": 250, "checkpoint_every": 250, "log_every": 25, **train}
+    return RunConfig(
+        name, GPTConfig(vocab_size=UNSET_VOCAB, **model), TrainConfig(**settings), **bookgpt
+    )
 
 
 CONFIGS: dict[str, RunConfig] = {
     # about a minute on 2 CPU cores (the README's table), to words and verse lines
-    "cpu": RunConfig(
-        "cpu", n_embd=64, n_head=4, n_layer=3, block_size=64, batch_size=32, steps=2000,
-        lr=3e-3, warmup_steps=50, eval_every=250, eval_batches=8, checkpoint_every=250,
+    "cpu": _config(
+        "cpu", dict(n_embd=64, n_head=4, n_layer=3, block_size=64),
+        dict(steps=2000, lr=3e-3, warmup_steps=50), batch_size=32, eval_batches=8,
     ),
     # seconds: for tests and smoke checks (dropout on, so a resume must restore the RNG)
-    "tiny": RunConfig(
-        "tiny", n_embd=32, n_head=2, n_layer=2, block_size=32, batch_size=8, steps=20,
-        lr=3e-3, warmup_steps=4, dropout=0.1, eval_every=5, eval_batches=2, checkpoint_every=5,
+    "tiny": _config(
+        "tiny", dict(n_embd=32, n_head=2, n_layer=2, block_size=32, dropout=0.1),
+        dict(steps=20, lr=3e-3, warmup_steps=4, eval_every=5, checkpoint_every=5),
+        batch_size=8, eval_batches=2,
     ),
     # seed 003's configurations: batch 128 at context 256, halved to 64 at context 512
-    "baseline": RunConfig(
-        "baseline", n_embd=128, n_head=4, n_layer=4, block_size=256, batch_size=128,
-        steps=5000, lr=1e-3, warmup_steps=200, dropout=0.1,
+    "baseline": _config(
+        "baseline", dict(n_embd=128, n_head=4, n_layer=4, block_size=256, dropout=0.1),
+        dict(steps=5000, lr=1e-3, warmup_steps=200), batch_size=128,
     ),
-    "larger": RunConfig(
-        "larger", n_embd=256, n_head=8, n_layer=6, block_size=256, batch_size=128,
-        steps=5000, lr=6e-4, warmup_steps=200, dropout=0.1,
+    "larger": _config(
+        "larger", dict(n_embd=256, n_head=8, n_layer=6, block_size=256, dropout=0.1),
+        dict(steps=5000, lr=6e-4, warmup_steps=200), batch_size=128,
     ),
-    "ctx512": RunConfig(
-        "ctx512", n_embd=256, n_head=8, n_layer=6, block_size=512, batch_size=64,
-        steps=5000, lr=6e-4, warmup_steps=200, dropout=0.1,
+    "ctx512": _config(
+        "ctx512", dict(n_embd=256, n_head=8, n_layer=6, block_size=512, dropout=0.1),
+        dict(steps=5000, lr=6e-4, warmup_steps=200), batch_size=64,
     ),
 }  # fmt: skip
 
 
 def get_config(name: str, **overrides) -> RunConfig:
-    """A named configuration with some fields replaced (e.g. ``steps=40`` for a short run)."""
+    """A named configuration with some fields replaced, each where it lives (``steps=40`` in
+    its TrainConfig, ``dropout=0.0`` in its GPTConfig, ``batch_size`` in BookGPT's own)."""
     if name not in CONFIGS:
         raise BookGPTError(f"unknown config {name!r}; choose one of {sorted(CONFIGS)}")
-    known = {f.name for f in fields(RunConfig)}
-    unknown = sorted(set(overrides) - known)
+    cfg = CONFIGS[name]
+    own = {f.name for f in fields(RunConfig)} - {"name", "model", "train"}
+    parts = {"model": {f.name for f in fields(GPTConfig)} - {"vocab_size"},
+             "train": {f.name for f in fields(TrainConfig)} - {"seed"}}  # fmt: skip
+    given = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(given) - own - parts["model"] - parts["train"])
     if unknown:
-        raise BookGPTError(f"unknown RunConfig fields {unknown}; known: {sorted(known)}")
-    return replace(CONFIGS[name], **{k: v for k, v in overrides.items() if v is not None})
+        known = sorted(own | parts["model"] | parts["train"])
+        raise BookGPTError(f"unknown RunConfig fields {unknown}; known: {known}")
+    split = {part: {k: v for k, v in given.items() if k in names and k not in own}
+             for part, names in parts.items()}  # fmt: skip
+    return replace(
+        cfg, model=replace(cfg.model, **split["model"]), train=replace(cfg.train, **split["train"]),
+        **{k: v for k, v in given.items() if k in own},
+    )  # fmt: skip
 
 
 # ---- data ------------------------------------------------------------------------------------
