@@ -13,6 +13,7 @@ machine, torch version, thread count and width in the user's cache folder.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -26,6 +27,8 @@ from torch import nn
 
 CLASSES = ("other", "avx2", "avx512", "avx512_bf16", "amx")  # from least to most capable
 BF16_CLASSES = ("avx512_bf16", "amx")  # with bf16 matrix or vector units
+NO_BF16_CLASSES = ("avx2", "avx512")  # x86 without them: bf16 is emulated, never faster
+DEFAULT_WIDTH = 128  # the width probed when the caller names none
 ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN's cap (the second is its old name)
 ATEN_ENV = "ATEN_CPU_CAPABILITY"
 # oneDNN's ISA names (a prefix is enough: AVX512_CORE_VNNI is AVX-512 without bf16) -> a class.
@@ -150,6 +153,7 @@ def probe_key(width: int) -> str:
     return "|".join(parts)
 
 
+@functools.cache
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
@@ -164,6 +168,15 @@ def bf16_probe(width: int) -> BF16Probe:
     """:func:`measure_bf16` at ``width``, measured once per machine and remembered; the first
     measurement says what it found on stderr, once."""
     path, key = cache_file(), probe_key(width)
+    if (path, key) not in _MEMO:
+        _MEMO[path, key] = _cached_or_measured(path, key, width)
+    return _MEMO[path, key]
+
+
+_MEMO: dict[tuple[Path, str], BF16Probe] = {}  # this process's answers: one read per key
+
+
+def _cached_or_measured(path: Path, key: str, width: int) -> BF16Probe:
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

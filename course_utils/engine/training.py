@@ -173,7 +173,7 @@ def uses_bf16(device: torch.device, precision: str) -> bool:
 
 def autocast_for(device: torch.device, precision: str):
     """The context a forward pass runs in: bf16 autocast or nothing (fp32). ``"auto"`` is bf16
-    on CUDA GPUs with bf16 and on CPUs with AMX, fp32 elsewhere
+    on CUDA GPUs with bf16 and on CPUs where bf16 measures faster, fp32 elsewhere
     (:func:`course_utils.core.device.prefers_bf16`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
