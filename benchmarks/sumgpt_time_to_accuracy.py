@@ -25,12 +25,16 @@ import argparse
 import os
 import statistics
 import sys
+from pathlib import Path
 
 import torch
 
 from course_utils import GPT, build_model, pick_device, train
 from course_utils.engine.training import uses_bf16, uses_compile
 from course_utils.projects import sumgpt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_classes  # noqa: E402  (a sibling benchmark module)
 
 THRESHOLDS = (0.99, 0.999)
 N_EVAL = 10_000
@@ -74,6 +78,7 @@ def parse(argv):
     p.add_argument("--strict", action="store_true", help="exit 1 when a seed misses the budget")
     p.add_argument("--device", default="cpu")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
+    cpu_classes.add_option(p)
     return p.parse_args(argv)
 
 
@@ -148,10 +153,15 @@ def report(results: list[dict], args, how: str) -> bool:
 
 
 def main(argv=None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    per_class = cpu_classes.dispatch(argv, args.cpu_class)
+    if per_class is not None:
+        return per_class
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device)
+    print(cpu_classes.auto_line(device, sumgpt.sumgpt_config().n_embd), flush=True)
     results = []
     for seed in parse_seeds(args.seeds):
         results.append(run_seed(seed, args, device))
