@@ -2,7 +2,6 @@
 this host behave like it, and a class the host cannot emulate is refused."""
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -73,7 +73,6 @@ def test_the_torch_setup_installs_the_courses_torch_range():
 
 
 def test_doctor_says_what_dtype_auto_trains_in_here(monkeypatch, capsys):
-    from course_utils.core import device
 
     from course_utils.core import cpu
 
