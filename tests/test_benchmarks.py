@@ -109,7 +109,7 @@ def test_the_hf_row_uses_the_optimizer_transformers_picks(bench):
     assert bench.row_fused("hf") == (bench.hf_default_optimizer() == "adamw_torch_fused" or None)
 
 
-def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_fails_strict(capsys):
+def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_side_and_fails_strict(capsys):
     sweep = load_benchmark("sumgpt_time_to_accuracy")
     assert sweep.parse_seeds("0-2,5") == [0, 1, 2, 5]
     args = ["--seeds", "0-1", "--steps", "20", "--warmup", "2", "--eval-every", "10",
@@ -117,12 +117,26 @@ def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_fails_strict(capsys):
     assert sweep.main(args) == 0
     out = capsys.readouterr().out
     body = table(out, "| seed |")
-    assert [r[0] for r in body] == ["0", "1"]
-    for _, first, best_99_9, best, ms in body:
+    assert [r[:2] for r in body] == [["0", "ours"], ["0", "hf"], ["1", "ours"], ["1", "hf"]]
+    for _, _, first, best_99_9, best, ms in body:
         assert first == best_99_9 == "-"  # 20 steps reach neither threshold
         assert 0 <= number(best) < 0.99 and number(ms) > 0
-    assert "budget 60 s for every seed: MISSED" in out
-    assert sweep.main([*args, "--strict"]) == 1
+    assert "ours: 99.9% on 10,000 held-out sums after median inf updates" in out
+    assert "within 1,000 for every seed: MISSED" in out
+    assert sweep.main([*args, "--strict", "--impl", "ours"]) == 1
+    assert sweep.main([*args, "--impl", "ours,gpt4"]) == 2
+
+
+def test_sumgpt_wall_ratio_is_hf_seconds_over_ours_per_seed():
+    sweep = load_benchmark("sumgpt_time_to_accuracy")
+
+    def row(seed, impl, seconds):
+        reached = None if seconds is None else {"step": 500, "seconds": seconds}
+        return {"seed": seed, "impl": impl, "reached": {0.999: reached}}
+
+    results = [row(0, "ours", 10.0), row(0, "hf", 25.0), row(1, "ours", 8.0), row(1, "hf", None),
+               row(2, "ours", None), row(2, "hf", 5.0), row(3, "ours", 4.0)]  # fmt: skip
+    assert sweep.wall_ratios(results) == [2.5, float("inf")]  # seeds 2 and 3 lack a pair
 
 
 def test_train_step_benchmark_times_each_variant(capsys):
