@@ -109,19 +109,22 @@ def test_the_hf_row_uses_the_optimizer_transformers_picks(bench):
     assert bench.row_fused("hf") == (bench.hf_default_optimizer() == "adamw_torch_fused" or None)
 
 
-def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_side_and_fails_strict(capsys):
+def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_side_and_fails_strict(
+    capsys, monkeypatch
+):
     sweep = load_benchmark("sumgpt_time_to_accuracy")
     assert sweep.parse_seeds("0-2,5") == [0, 1, 2, 5]
-    args = ["--seeds", "0-1", "--steps", "20", "--warmup", "2", "--eval-every", "10",
+    monkeypatch.setattr(sweep, "N_EVAL", 200)  # the held-out sums scored: fewer, for speed
+    args = ["--seeds", "0-1", "--steps", "6", "--warmup", "2", "--eval-every", "3",
             "--screen", "0"]  # fmt: skip
     assert sweep.main(args) == 0
     out = capsys.readouterr().out
     body = table(out, "| seed |")
     assert [r[:2] for r in body] == [["0", "ours"], ["0", "hf"], ["1", "ours"], ["1", "hf"]]
     for _, _, first, best_99_9, best, ms in body:
-        assert first == best_99_9 == "-"  # 20 steps reach neither threshold
+        assert first == best_99_9 == "-"  # 6 steps reach neither threshold
         assert 0 <= number(best) < 0.99 and number(ms) > 0
-    assert "ours: 99.9% on 10,000 held-out sums after median inf updates" in out
+    assert "ours: 99.9% on 200 held-out sums after median inf updates" in out
     assert "within 1,000 for every seed: MISSED" in out
     assert sweep.main([*args, "--strict", "--impl", "ours"]) == 1
     assert sweep.main([*args, "--impl", "ours,gpt4"]) == 2
