@@ -174,3 +174,18 @@ def test_the_engine_autocasts_as_auto_decides(monkeypatch):
         monkeypatch.setattr(device, "cpu_prefers_bf16", lambda width=None, c=choice: c)
         with autocast_for(torch.device("cpu"), "auto"):
             assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == dtype
+
+
+def test_a_probe_disturbed_by_other_programs_is_used_but_not_kept(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    steady = iter([0.010, 0.004] * 7)  # warm-up and six rounds, each the same
+    monkeypatch.setattr(cpu, "_mlp_step", lambda mlp, x, bf16: next(steady))
+    assert not cpu.measure_bf16(16, rows=8, rounds=6).noisy
+    rounds = iter([0.010, 0.004] + [0.010, 0.004, 0.030, 0.004] * 3)  # fp32 rounds 3x apart
+    monkeypatch.setattr(cpu, "_mlp_step", lambda mlp, x, bf16: next(rounds))
+    probe = cpu.measure_bf16(16, rows=8, rounds=6)
+    assert probe.noisy and probe.fp32_s == 0.010 and probe.bf16_s == 0.004
+    monkeypatch.setattr(cpu, "measure_bf16", lambda width: probe)
+    assert cpu.bf16_probe(16).faster  # used in this process
+    assert "busy: not kept" in capsys.readouterr().err
+    assert not (tmp_path / "bf16_probe.json").exists()  # and measured again by the next one
