@@ -47,6 +47,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -65,6 +66,9 @@ from course_utils.engine.training import (
 )
 from course_utils.projects import corpus
 from course_utils.projects.bookgpt import eval_windows, get_config, mean_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_classes  # noqa: E402  (a sibling benchmark module)
 
 ROWS = ("ours", "ours-fp32", "hf", "ours-bf16", "hf-bf16")
 TARGET_RATIO = 1.5
@@ -247,6 +251,7 @@ def parse(argv):
     p.add_argument("--pair-steps", type=int, default=100, help="updates per model per round")
     p.add_argument("--eval-batches", type=int, default=32)
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    cpu_classes.add_option(p)
     return p.parse_args(argv)
 
 
@@ -315,7 +320,11 @@ def report(results, peaks, ratios, minutes: float) -> bool:
 
 
 def main(argv=None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    per_class = cpu_classes.dispatch(argv, args.cpu_class)
+    if per_class is not None:
+        return per_class
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     problem = check_rows(rows, args.pairs)
     if problem:

@@ -89,6 +89,13 @@ def strip_option(argv: list[str]) -> list[str]:
     return out
 
 
+def auto_line(device, width: int) -> str:
+    """What precision ``auto`` picks here for a model of ``width``, and why (one line)."""
+    from course_utils.core.device import precision_reason
+
+    return f"auto here: {precision_reason(device, width)}"
+
+
 def dispatch(argv: list[str], chosen: str) -> int | None:
     """What a benchmark's ``main`` calls first: None to run here (``native`` alone), else the
     exit status of running every chosen class in its own subprocess."""

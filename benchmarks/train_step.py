@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpu_classes  # noqa: E402  (a sibling module)
 from bookgpt_train import HFGPT2  # noqa: E402  (a sibling benchmark script)
 
 from course_utils import GPT, build_model  # noqa: E402
@@ -122,11 +123,16 @@ def parse(argv):
     p.add_argument("--steps", type=int, default=20, help="updates per variant per round")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="cpu")
+    cpu_classes.add_option(p)
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    per_class = cpu_classes.dispatch(argv, args.cpu_class)
+    if per_class is not None:
+        return per_class
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
@@ -149,6 +155,7 @@ def main(argv=None) -> int:
         f"{shape.name} step (batch {shape.batch_size} x {shape.block_size}), {device}, "
         f"{torch.get_num_threads()} threads, {args.rounds} alternating rounds of {args.steps}"
     )
+    print(cpu_classes.auto_line(device, shape.gpt_config.n_embd))
     print("| variant | ms/step (median) | range | first 3 steps incl. compile (s) |")
     print("| --- | ---: | ---: | ---: |")
     for name in names:

@@ -4,8 +4,17 @@ variables the way oneDNN and ATen do, and a probe is measured once per machine a
 import json
 
 import pytest
+import torch
 
 from course_utils.core import cpu
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory():
+    """Each test starts with no probe answer in this process's memory."""
+    cpu._MEMO.clear()
+    yield
+    cpu._MEMO.clear()
 
 
 @pytest.fixture
@@ -65,7 +74,9 @@ def test_a_probe_is_measured_once_and_remembered(tmp_path, monkeypatch, capsys):
     assert first.faster and first.speedup == pytest.approx(2.5)
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and "precision auto is bf16 autocast here" in said
-    assert cpu.bf16_probe(64) == first and calls == [64]  # the second answer comes from disk
+    assert cpu.bf16_probe(64) == first and calls == [64]  # from this process's memory
+    cpu._MEMO.clear()  # a new process
+    assert cpu.bf16_probe(64) == first and calls == [64]  # from the file on disk
     assert capsys.readouterr().err == ""  # and says nothing
     cpu.bf16_probe(128)  # another width is another question
     assert calls == [64, 128]
@@ -74,8 +85,6 @@ def test_a_probe_is_measured_once_and_remembered(tmp_path, monkeypatch, capsys):
 
 
 def test_the_cache_key_changes_with_the_emulated_class_and_threads(amx_host):
-    import torch
-
     plain = cpu.probe_key(64)
     amx_host.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert cpu.probe_key(64) != plain
@@ -102,3 +111,81 @@ def test_the_real_measurement_is_quick_and_sane():
     probe = cpu.measure_bf16(32, rows=256, rounds=2)
     assert probe.fp32_s > 0 and probe.bf16_s > 0 and probe.width == 32
     assert probe.cpu_class in cpu.CLASSES
+
+
+def fake_probe(monkeypatch, tmp_path, speedup):
+    """Probes that measure bf16 ``speedup`` times as fast as fp32; returns the widths asked."""
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    asked = []
+
+    def measure(width):
+        asked.append(width)
+        return cpu.BF16Probe(width, fp32_s=0.010, bf16_s=0.010 / speedup, cpu_class="x")
+
+    monkeypatch.setattr(cpu, "measure_bf16", measure)
+    return asked
+
+
+@pytest.mark.parametrize("cls", ["avx2", "avx512"])
+def test_auto_is_fp32_without_a_probe_where_bf16_is_emulated(monkeypatch, tmp_path, cls):
+    from course_utils.core import device
+
+    asked = fake_probe(monkeypatch, tmp_path, speedup=3.0)  # even a probe saying faster
+    monkeypatch.setattr(cpu, "cpu_class", lambda: cls)
+    assert not device.prefers_bf16("cpu", width=64) and asked == []
+    assert "fp32" in device.precision_reason("cpu") and cls in device.precision_reason("cpu")
+
+
+@pytest.mark.parametrize("cls", ["amx", "avx512_bf16", "other"])
+@pytest.mark.parametrize(
+    "speedup, expected", [(2.0, True), (1.3, True), (1.1, False), (0.5, False)]
+)
+def test_auto_follows_the_probe_where_bf16_may_be_fast(
+    monkeypatch, tmp_path, cls, speedup, expected
+):
+    from course_utils.core import device
+
+    asked = fake_probe(monkeypatch, tmp_path, speedup)
+    monkeypatch.setattr(cpu, "cpu_class", lambda: cls)
+    assert device.prefers_bf16("cpu", width=64) is expected and asked == [64]
+    assert device.prefers_bf16(torch.device("cpu")) is expected and asked == [64, cpu.DEFAULT_WIDTH]
+    verdict = "bf16 autocast" if expected else "fp32"
+    assert f"precision auto is {verdict} here" in device.precision_reason("cpu", width=64)
+
+
+def test_auto_on_cuda_is_bf16_where_the_gpu_supports_it(monkeypatch):
+    from course_utils.core import device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert device.prefers_bf16("cuda")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert not device.prefers_bf16("cuda")
+    assert "fp32 on cuda" in device.precision_reason("cuda")
+
+
+def test_the_engine_autocasts_as_auto_decides(monkeypatch):
+    from torch import nn
+
+    from course_utils.core import device
+    from course_utils.engine.training import autocast_for
+
+    for choice, dtype in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(device, "cpu_prefers_bf16", lambda width=None, c=choice: c)
+        with autocast_for(torch.device("cpu"), "auto"):
+            assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == dtype
+
+
+def test_a_probe_disturbed_by_other_programs_is_used_but_not_kept(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    steady = iter([0.010, 0.004] * 7)  # warm-up and six rounds, each the same
+    monkeypatch.setattr(cpu, "_mlp_step", lambda mlp, x, bf16: next(steady))
+    assert not cpu.measure_bf16(16, rows=8, rounds=6).noisy
+    rounds = iter([0.010, 0.004] + [0.010, 0.004, 0.030, 0.004] * 3)  # fp32 rounds 3x apart
+    monkeypatch.setattr(cpu, "_mlp_step", lambda mlp, x, bf16: next(rounds))
+    probe = cpu.measure_bf16(16, rows=8, rounds=6)
+    assert probe.noisy and probe.fp32_s == 0.010 and probe.bf16_s == 0.004
+    monkeypatch.setattr(cpu, "measure_bf16", lambda width: probe)
+    assert cpu.bf16_probe(16).faster  # used in this process
+    assert "busy: not kept" in capsys.readouterr().err
+    assert not (tmp_path / "bf16_probe.json").exists()  # and measured again by the next one

@@ -73,13 +73,19 @@ def test_the_torch_setup_installs_the_courses_torch_range():
 
 
 def test_doctor_says_what_dtype_auto_trains_in_here(monkeypatch, capsys):
-    from course_utils.core import device
 
-    for amx, dtype in ((True, "bf16"), (False, "fp32")):
-        monkeypatch.setattr(device, "has_amx", lambda amx=amx: amx)
-        monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    from course_utils.core import cpu
+
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    monkeypatch.setattr(cpu, "cpu_class", lambda: "avx2")
+    assert doctor.torch_report() == 0
+    assert "precision auto is fp32 on this avx2 CPU" in capsys.readouterr().out
+    monkeypatch.setattr(cpu, "cpu_class", lambda: "amx")
+    for bf16_s, verdict in ((0.004, "bf16 autocast"), (0.020, "fp32")):
+        probe = cpu.BF16Probe(128, fp32_s=0.010, bf16_s=bf16_s, cpu_class="amx")
+        monkeypatch.setattr(cpu, "bf16_probe", lambda width, p=probe: p)
         assert doctor.torch_report() == 0
-        assert f"--dtype auto trains in {dtype} here" in capsys.readouterr().out
+        assert f"precision auto is {verdict} here" in capsys.readouterr().out
 
 
 def test_the_preflight_says_what_a_missing_browser_costs(monkeypatch):

@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
-from course_utils.core.device import has_amx
 from course_utils.core.model import lm_loss
 from course_utils.engine.checkpoint import CHECKPOINT_NAME, CheckpointError, read_checkpoint
 from course_utils.engine.training import (
@@ -130,9 +129,6 @@ def test_bf16_autocast_on_cpu_and_plain_fp32_otherwise():
     assert y.dtype == torch.bfloat16
     with autocast_for(cpu, "fp32"):
         assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
-    with autocast_for(cpu, "auto"):  # bf16 on CPUs with AMX tiles only
-        expected = torch.bfloat16 if has_amx() else torch.float32
-        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == expected
     with pytest.raises(ValueError, match="precision"):
         autocast_for(cpu, "half")
     cfg = TrainConfig(steps=3, precision="bf16", warmup_steps=1, progress=False)
@@ -230,21 +226,6 @@ def test_the_trainer_steps_without_reading_anything_back():
 def test_history_defaults():
     h = History()
     assert h.steps == 0 and h.metric("x") == ([], [])
-
-
-def test_auto_precision_is_bf16_on_cuda_gpus_with_bf16_and_amx_cpus(monkeypatch):
-    from course_utils.core import device as dev
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    assert dev.prefers_bf16("cuda") and not dev.prefers_bf16("cpu")
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    assert not dev.prefers_bf16("cuda")
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
-    assert dev.prefers_bf16("cpu") and dev.has_amx()
-    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")  # an older torch: no AMX probe
-    assert not dev.prefers_bf16("cpu")
 
 
 def test_compile_by_default_only_for_long_bf16_runs_on_a_cpu(monkeypatch):

@@ -13,6 +13,7 @@ machine, torch version, thread count and width in the user's cache folder.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -26,6 +27,8 @@ from torch import nn
 
 CLASSES = ("other", "avx2", "avx512", "avx512_bf16", "amx")  # from least to most capable
 BF16_CLASSES = ("avx512_bf16", "amx")  # with bf16 matrix or vector units
+NO_BF16_CLASSES = ("avx2", "avx512")  # x86 without them: bf16 is emulated, never faster
+DEFAULT_WIDTH = 128  # the width probed when the caller names none
 ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN's cap (the second is its old name)
 ATEN_ENV = "ATEN_CPU_CAPABILITY"
 # oneDNN's ISA names (a prefix is enough: AVX512_CORE_VNNI is AVX-512 without bf16) -> a class.
@@ -44,6 +47,7 @@ ATEN_CAPS = {"avx512": "amx", "avx2": "avx2", "default": "other"}  # AMX is oneD
 PROBE_ROWS = 1024  # rows of activations: 16 windows of 64 characters
 PROBE_ROUNDS = 5
 FAST_ENOUGH = 1.25  # bf16 counts as faster when its step takes at most 1/1.25 of fp32's
+STEADY = 1.5  # rounds whose slowest took over 1.5x the fastest were disturbed: not kept
 
 
 def hardware_class() -> str:
@@ -95,6 +99,7 @@ class BF16Probe:
     fp32_s: float
     bf16_s: float
     cpu_class: str
+    noisy: bool = False  # other programs disturbed the rounds: a guess, not to be kept
 
     @property
     def speedup(self) -> float:
@@ -117,7 +122,7 @@ def measure_bf16(width: int, rows: int = PROBE_ROWS, rounds: int = PROBE_ROUNDS)
     """Time a model's MLP (``width`` -> 4 x ``width`` -> ``width``, GELU between) in fp32 and
     under bf16 autocast, alternating after a warm-up, and keep each one's fastest round (the
     least disturbed by other programs); stop early when bf16 is plainly slower (an emulated bf16
-    matmul takes 20-100 times as long)."""
+    matmul takes 20-100 times as long). Rounds that spread over 1.5x mark the probe noisy."""
     generator = torch.Generator().manual_seed(0)
     mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
     x = torch.randn(rows, width, generator=generator)
@@ -127,8 +132,10 @@ def measure_bf16(width: int, rows: int = PROBE_ROWS, rounds: int = PROBE_ROUNDS)
     for _ in range(rounds if times[True][0] < 4 * times[False][0] else 0):
         for bf16 in (False, True):
             times[bf16].append(_mlp_step(mlp, x, bf16))
-    fp32, bf16 = (min(times[k][1:] or times[k]) for k in (False, True))
-    return BF16Probe(width, fp32, bf16, cpu_class())
+    rounds_of = {k: times[k][1:] or times[k] for k in times}
+    fp32, bf16 = (min(rounds_of[k]) for k in (False, True))
+    noisy = any(max(r) > STEADY * min(r) for r in rounds_of.values() if len(r) > 1)
+    return BF16Probe(width, fp32, bf16, cpu_class(), noisy)
 
 
 def cache_file() -> Path:
@@ -150,6 +157,7 @@ def probe_key(width: int) -> str:
     return "|".join(parts)
 
 
+@functools.cache
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
@@ -164,6 +172,15 @@ def bf16_probe(width: int) -> BF16Probe:
     """:func:`measure_bf16` at ``width``, measured once per machine and remembered; the first
     measurement says what it found on stderr, once."""
     path, key = cache_file(), probe_key(width)
+    if (path, key) not in _MEMO:
+        _MEMO[path, key] = _cached_or_measured(path, key, width)
+    return _MEMO[path, key]
+
+
+_MEMO: dict[tuple[Path, str], BF16Probe] = {}  # this process's answers: one read per key
+
+
+def _cached_or_measured(path: Path, key: str, width: int) -> BF16Probe:
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -174,9 +191,13 @@ def bf16_probe(width: int) -> BF16Probe:
         except TypeError:
             pass
     probe = measure_bf16(width)
-    cached[key] = asdict(probe)
-    _write_cache(path, cached)
-    print(f"course_utils: {describe(probe)} (measured once, kept in {path})", file=sys.stderr)
+    if probe.noisy:  # a busy machine: use the guess now, measure again next time
+        kept = "the machine was busy: not kept, measured again next time"
+    else:
+        cached[key] = asdict(probe)
+        _write_cache(path, cached)
+        kept = f"measured once, kept in {path}"
+    print(f"course_utils: {describe(probe)} ({kept})", file=sys.stderr)
     return probe
 
 

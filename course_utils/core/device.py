@@ -1,11 +1,13 @@
 """Pick the compute device (an explicit choice, then $COURSE_DEVICE, then cuda, mps, cpu) and
-say what it is good at (bf16 matrix units)."""
+say what it is good at (bf16 where it measures faster)."""
 
 from __future__ import annotations
 
 import os
 
 import torch
+
+from . import cpu
 
 DEVICE_ENV = "COURSE_DEVICE"
 
@@ -40,12 +42,32 @@ def has_amx() -> bool:
         return False
 
 
-def prefers_bf16(device: str | torch.device) -> bool:
+def prefers_bf16(device: str | torch.device, width: int | None = None) -> bool:
     """Whether precision ``"auto"`` trains on ``device`` under bf16 autocast: on CUDA GPUs that
-    support bf16, and on CPUs with AMX tiles, where it measured faster
-    (``benchmarks/train_step.py``; the figures are the README's results). CPUs without AMX
-    multiply bf16 no faster than fp32 and pay for the casts, so they stay in fp32."""
+    support bf16; on a CPU, where bf16 matmuls measure faster than fp32 at the model's
+    ``width`` (:func:`cpu_prefers_bf16`)."""
     device = torch.device(device)
     if device.type == "cpu":
-        return has_amx()
+        return cpu_prefers_bf16(width)
     return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def cpu_prefers_bf16(width: int | None = None) -> bool:
+    """bf16 on this CPU only where it has bf16 units (AMX, AVX512_BF16, or a class the course
+    does not know) and a short probe at ``width`` finds bf16 autocast faster than fp32; never on
+    AVX2 or AVX-512 without bf16, where bf16 is emulated and many times slower."""
+    if cpu.cpu_class() in cpu.NO_BF16_CLASSES:
+        return False
+    return cpu.bf16_probe(width or cpu.DEFAULT_WIDTH).faster
+
+
+def precision_reason(device: str | torch.device, width: int | None = None) -> str:
+    """One line on what precision ``"auto"`` picks on ``device`` and why."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        verdict = "bf16" if prefers_bf16(device) else "fp32"
+        return f"precision auto is {verdict} on {device} (bf16 where the GPU supports it)"
+    cls = cpu.cpu_class()
+    if cls in cpu.NO_BF16_CLASSES:
+        return f"precision auto is fp32 on this {cls} CPU (no bf16 units: bf16 is emulated, slow)"
+    return cpu.describe(cpu.bf16_probe(width or cpu.DEFAULT_WIDTH))

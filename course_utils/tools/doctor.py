@@ -85,7 +85,7 @@ def torch_report() -> int:
     try:
         import torch
 
-        from ..core.device import DEVICE_ENV, pick_device, prefers_bf16
+        from ..core.device import DEVICE_ENV, pick_device, precision_reason
     except Exception as exc:
         print(f"torch:   FAILED to import ({exc}); FIX: make setup")
         return 1
@@ -102,7 +102,7 @@ def torch_report() -> int:
         return 1
     print(
         f"device:  {device} ({DEVICE_ENV}={os.environ.get(DEVICE_ENV, 'unset')}); "
-        f"--dtype auto trains in {'bf16' if prefers_bf16(device) else 'fp32'} here"
+        f"{precision_reason(device)}"
     )
     return 0
 
