@@ -261,7 +261,9 @@ def test_a_failed_automatic_compile_trains_uncompiled_with_a_warning(monkeypatch
             Exception.__init__(err, "backend='inductor' raised: no C++ compiler")
             raise err
 
-    monkeypatch.setattr(policy, "uses_compile", lambda config, device: config.compile is not False)
+    monkeypatch.setattr(
+        policy, "uses_compile", lambda config, device, width=None: config.compile is not False
+    )
     monkeypatch.setattr(torch, "compile", lambda model, **kw: Broken(model))
     cfg = TrainConfig(steps=3, warmup_steps=1, precision="fp32", progress=False)
     model = tiny_model()

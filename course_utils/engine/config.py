@@ -32,7 +32,7 @@ class TrainConfig:
     eval_every: int = 0  # 0: evaluate only after the last step
     checkpoint_every: int = 0  # with an out_dir; 0: a checkpoint after the last step only
     log_every: int = 50  # read the losses back from the device (and redraw the bar's loss)
-    precision: str = "auto"  # "auto": bf16 autocast on CUDA and AMX CPUs; or "bf16"/"fp32"
+    precision: str = "auto"  # "auto": bf16 where it measures faster (prefers_bf16); or bf16/fp32
     seed: int = 0  # seeds torch (dropout); the data's seed belongs to batch_at
     time_budget: float | None = None  # seconds: train until spent, the cosine following the time
     compile: bool | None = None  # torch.compile the model; None: where it wins (uses_compile)

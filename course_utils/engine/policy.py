@@ -25,23 +25,29 @@ COMPILE_MIN_STEPS = 5000
 COMPILE_MIN_SECONDS = 120.0
 
 
-def uses_bf16(device: torch.device, precision: str) -> bool:
-    """Whether the forward pass runs under bf16 autocast for ``precision`` on ``device``."""
-    return precision == "bf16" or (precision == "auto" and prefers_bf16(device))
+def uses_bf16(device: torch.device, precision: str, width: int | None = None) -> bool:
+    """Whether the forward pass of a model ``width`` wide runs under bf16 autocast for
+    ``precision`` on ``device``."""
+    return precision == "bf16" or (precision == "auto" and prefers_bf16(device, width))
 
 
-def autocast_for(device: torch.device, precision: str):
+def model_width(model: nn.Module) -> int | None:
+    """The model's width (``config.n_embd``), which precision ``auto`` measures bf16 at."""
+    return getattr(getattr(model, "config", None), "n_embd", None)
+
+
+def autocast_for(device: torch.device, precision: str, width: int | None = None):
     """The context a forward pass runs in: bf16 autocast or nothing (fp32). ``"auto"`` is bf16
-    on CUDA GPUs with bf16 and on CPUs with AMX, fp32 elsewhere
-    (:func:`course_utils.core.device.prefers_bf16`)."""
+    on CUDA GPUs with bf16 and on CPUs where bf16 measures faster at the model's ``width``, fp32
+    elsewhere (:func:`course_utils.core.device.prefers_bf16`)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if not uses_bf16(device, precision):
+    if not uses_bf16(device, precision, width):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def uses_compile(config, device: torch.device) -> bool:
+def uses_compile(config, device: torch.device, width: int | None = None) -> bool:
     """Whether a run compiles its model: ``config.compile``, or by default where it measured
     faster with its compile time counted: bf16 autocast on a CPU, for runs of at least
     :data:`COMPILE_MIN_STEPS` steps or :data:`COMPILE_MIN_SECONDS` of budget, and where a C++
@@ -53,7 +59,7 @@ def uses_compile(config, device: torch.device) -> bool:
         if config.time_budget is not None
         else config.steps >= COMPILE_MIN_STEPS
     )
-    bf16_cpu = device.type == "cpu" and uses_bf16(device, config.precision)
+    bf16_cpu = device.type == "cpu" and uses_bf16(device, config.precision, width)
     return long_run and bf16_cpu and _has_cpp_compiler()
 
 
@@ -124,6 +130,6 @@ def build_net(model: nn.Module, config, device: torch.device, *, ddp: bool = Fal
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    compiled = uses_compile(config, device)
+    compiled = uses_compile(config, device, model_width(model))
     module = compile_for(net, device) if compiled else net
     return Net(module, net, compiled, automatic=config.compile is None, device=device)

@@ -46,6 +46,7 @@ from .policy import (
     autocast_for,
     build_net,
     compile_for,
+    model_width,
     uses_bf16,
     uses_compile,
 )
@@ -105,6 +106,7 @@ class Trainer:
         if self.dist.enabled and (stop_when is not None or config.time_budget is not None):
             raise ValueError("stop_when and time_budget would stop DDP ranks at different steps")
         self.model, self.config, self.loss_fn = model, config, loss_fn
+        self.width = model_width(model)  # where precision auto measures bf16
         self.device = torch.device(device) if device is not None else _device_of(model)
         self.batch_at, self.evaluate, self.stop_when = batch_at, evaluate, stop_when
         self.out_dir = Path(out_dir) if out_dir is not None else None
@@ -167,7 +169,7 @@ class Trainer:
         update for one batch already on the device; returns ``[loss, grad_norm]`` as a device
         tensor: nothing is read back, so on a GPU the step never waits."""
         with self.net.repeatable():  # inductor compiles the backward lazily
-            with autocast_for(self.device, self.config.precision):
+            with autocast_for(self.device, self.config.precision, self.width):
                 logits = self.net(x)
             loss = self.loss_fn(logits, y)
             self.optimizer.zero_grad(set_to_none=True)

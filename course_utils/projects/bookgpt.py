@@ -40,6 +40,7 @@ from ..core.tokenizer import CharTokenizer, UnknownCharacterError
 from ..engine import checkpoint
 from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
 from ..engine.distributed import Dist, dist_from_env, process_group, rank_device
+from ..engine.policy import model_width
 from ..engine.resume import EXTEND_HELP
 from ..engine.training import History, TrainConfig, autocast_for, train
 from . import corpus
@@ -172,7 +173,7 @@ def mean_loss(model: nn.Module, batches, device, precision: str = "auto") -> flo
     total = torch.zeros((), device=device)
     with eval_mode(model):
         for x, y in batches:
-            with autocast_for(device, precision):
+            with autocast_for(device, precision, model_width(model)):
                 logits = model(x.to(device))
             total += lm_loss(logits, y.to(device))
     return float(total) / len(batches)
@@ -370,7 +371,8 @@ def _train_parser(sub) -> None:
         "process its own GPU (cuda:LOCAL_RANK, nccl) and cpu runs CPU processes (gloo)",
     )  # fmt: skip
     p.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
-                   help="auto: bf16 autocast on CUDA and on AMX CPUs, fp32 elsewhere")  # fmt: skip
+                   help="auto: bf16 autocast on CUDA and where a CPU measures it faster, "
+                   "else fp32")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue from --out/ckpt.pt")
     p.add_argument("--extend", action="store_true", help=EXTEND_HELP)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help=OPTIMIZER_HELP)

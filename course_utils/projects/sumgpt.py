@@ -317,9 +317,9 @@ DEFAULT_TRAIN = dict(
 
 def train_config(steps: int = DEFAULT_TRAIN["steps"], **overrides) -> TrainConfig:
     """The engine's settings for SumGPT: :data:`DEFAULT_TRAIN` with ``overrides`` applied, and
-    the engine's defaults otherwise: precision ``auto``, bf16 autocast on CUDA and on CPUs with
-    AMX (the 2,000 steps passed every seed 0-7 in bf16 as in fp32, at 1 and 2 threads: the
-    README's results). Lesson 11 asks for fp32, the same on every CPU."""
+    the engine's defaults otherwise: precision ``auto``, bf16 autocast on CUDA and on CPUs where
+    it measures faster (the 2,000 steps passed every seed 0-7 in bf16 as in fp32, at 1 and 2
+    threads: the README's results). Lesson 11 asks for fp32, the same on every CPU."""
     base = {k: v for k, v in DEFAULT_TRAIN.items() if k not in ("steps", "batch_size")}
     settings = {**base, "desc": "SumGPT", **overrides}
     settings["warmup_steps"] = min(settings["warmup_steps"], steps)
@@ -403,8 +403,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--batch-size", type=int, default=DEFAULT_TRAIN["batch_size"])
     tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"], help="peak learning rate")
     tr.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
-                    help="auto (default): bf16 autocast on CUDA and on CPUs with AMX, fp32 "
-                    "elsewhere")  # fmt: skip
+                    help="auto (default): bf16 autocast on CUDA and where a CPU measures it "
+                    "faster (python -m course_utils doctor says), fp32 elsewhere")  # fmt: skip
     tr.add_argument(
         "--compile", action=argparse.BooleanOptionalAction, default=None,
         help="torch.compile the model (default: where it measured faster, bf16 on a CPU for "
