@@ -237,3 +237,41 @@ def test_sumgpt_masking_benchmark_prints_both_models_per_seed(capsys):
     for _, masked, masked_loss, unmasked, unmasked_loss in body:
         assert 0 <= number(masked) <= 100 and 0 <= number(unmasked) <= 100
         assert 0 < number(masked_loss) < 5 and 0 < number(unmasked_loss) < 5
+
+
+def test_time_to_loss_stops_each_row_at_the_target_and_compares_their_seconds(
+    bench, data_dir, capsys
+):
+    to_loss = load_benchmark("bookgpt_time_to_loss")
+    args = ["--data", str(data_dir), "--eval-every", "2", "--max-steps", "6", "--target", "9"]
+    assert to_loss.main(args) == 0  # a loss of 9 nats lies above ln(vocab): the first score
+    out = capsys.readouterr().out
+    rows = table(out, "| row |")
+    assert [(r[0], r[1]) for r in rows] == [("ours", "32"), ("nanogpt", "12")]
+    assert all(r[2].startswith("2 / ") and r[4] == "2" for r in rows)  # stopped at update 2
+    assert "time to val 9, nanoGPT recipe / ours: " in out
+    unreachable = ["--data", str(data_dir), "--eval-every", "3", "--max-steps", "3",
+                   "--target", "0.01", "--rows", "ours", "--strict"]  # fmt: skip
+    assert to_loss.main(unreachable) == 1
+    body = table(capsys.readouterr().out, "| row |")
+    assert body[0][2] == "-" and body[0][4] == "3"  # never reached: every update taken
+    assert to_loss.main(["--rows", "ours,gpt4"]) == 2
+
+
+def test_time_to_loss_ratio_is_nanogpt_seconds_over_ours(capsys, monkeypatch):
+    to_loss = load_benchmark("bookgpt_time_to_loss")
+    monkeypatch.setattr(to_loss.cpu, "cpu_class", lambda: "avx2")
+    args = to_loss.parse(["--target", "1.4"])
+
+    def row(name, seconds):
+        reached = None if seconds is None else {"step": 300, "seconds": seconds}
+        return {"row": name, "reached": reached, "best": 1.3, "steps": 300, "batch": 32}
+
+    assert to_loss.report([row("ours", 10.0), row("nanogpt", 15.0)], args)  # 1.5 >= 1.4
+    assert "nanoGPT recipe / ours: 1.50 (target >= 1.4 on this avx2 CPU: met)" in (
+        capsys.readouterr().out
+    )
+    monkeypatch.setattr(to_loss.cpu, "cpu_class", lambda: "amx")
+    assert not to_loss.report([row("ours", 10.0), row("nanogpt", 15.0)], args)  # 1.5 < 1.7
+    assert to_loss.report([row("ours", 10.0), row("nanogpt", None)], args)  # never reached
+    assert not to_loss.report([row("ours", None), row("nanogpt", 5.0)], args)
