@@ -40,6 +40,7 @@ WRONG = {
     "10_training_loop": ("ex1-answer", "m_hat = m / (1 - beta1**t)", "m_hat = m", "ex1-check"),
     "11_sumgpt": ("ex3-answer", "irreducible_loss = 5 *", "irreducible_loss = 6 *", "ex3-check"),
     "12_bookgpt": ("ex3-answer", "sharper = 0.5", "sharper = 2.0", "ex3-check"),
+    "13_fast_on_your_cpu": ("ex3-answer", ">= 1.25", "> 1.25", "ex3-check"),
 }  # fmt: skip
 
 
