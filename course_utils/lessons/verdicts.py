@@ -1,13 +1,15 @@
-"""The verdicts lesson 12 asserts on BookGPT runs, in one place.
+"""The verdicts lessons 11 and 12 assert on trained models (SumGPT, BookGPT), in one place.
 
-The lesson prints and asserts them, and the tests re-derive them from the same inputs (the
-recorded GPU runs, a trained or a broken model's losses), so a changed recording or a model that
-learned nothing changes the verdict instead of passing unnoticed.
+The lessons print and assert them, and the tests re-derive them from the same inputs (the
+recorded GPU runs, a trained or a broken model's losses and answers), so a changed recording or a
+model that learned nothing changes the verdict instead of passing unnoticed.
 """
 
 from __future__ import annotations
 
 import math
+
+import torch
 
 # A loss below this many nats under the uniform guess ln(V) means the model has learned
 # something; an untrained model sits at ln(V).
@@ -75,3 +77,21 @@ def context_claims(loss_32: float, loss_64: float, vocab_size: int) -> dict[str,
         f"both learned (below {learned:.2f} nats/char)": max(loss_32, loss_64) < learned,
         "context 64 not better than context 32 by 0.05 nats or more": loss_32 - loss_64 < 0.05,
     }
+
+
+def exact_match_claim(correct: torch.Tensor) -> bool:
+    """Lesson 11: at least 99% of the sums answered exactly (``correct``: one bool per sum)."""
+    return float(correct.float().mean()) >= 0.99
+
+
+def carry_group_claims(correct: torch.Tensor, carries: torch.Tensor) -> list[bool]:
+    """Lesson 11: in each group of sums with 0, 1, 2 and 3 carries, at least 98% exact."""
+    return [float(correct[carries == c].float().mean()) >= 0.98 for c in range(4)]
+
+
+def masked_loss_claim(losses: list[float], tail: int = 100) -> bool:
+    """Lesson 11: the mean of the engine's last ``tail`` training losses (the masked loss, on
+    the answer tokens only) is below 0.05 nats."""
+    if len(losses) < tail:
+        raise ValueError(f"need at least {tail} training losses, got {len(losses)}")
+    return sum(losses[-tail:]) / tail < 0.05
