@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from course_utils import GPT, GPTConfig, build_model
-from course_utils.core.device import has_amx
 from course_utils.engine.checkpoint import CHECKPOINT_NAME, CheckpointError, read_checkpoint
 from course_utils.engine.training import (
     History,
@@ -128,9 +127,11 @@ def test_bf16_autocast_on_cpu_and_plain_fp32_otherwise():
     assert y.dtype == torch.bfloat16
     with autocast_for(cpu, "fp32"):
         assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == torch.float32
-    with autocast_for(cpu, "auto"):  # bf16 on CPUs with AMX tiles only
-        expected = torch.bfloat16 if has_amx() else torch.float32
-        assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == expected
+    for amx, expected in ((True, torch.bfloat16), (False, torch.float32)):  # AMX CPUs only
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
+            with autocast_for(cpu, "auto"):
+                assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == expected
     with pytest.raises(ValueError, match="precision"):
         autocast_for(cpu, "half")
     cfg = TrainConfig(steps=3, precision="bf16", warmup_steps=1, progress=False)
