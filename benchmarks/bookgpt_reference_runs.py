@@ -3,6 +3,7 @@
     python benchmarks/bookgpt_reference_runs.py [--steps 4750] [--configs baseline,larger,ctx512]
         [--data data/bookgpt] [--out runs/seed003] [--parallel] [--time-limit S]
         [--record course_utils/projects/recorded/bookgpt_reference_runs.json]
+        [--compare-with course_utils/projects/recorded/bookgpt_reference_runs.json]
 
 Each configuration is trained with ``python -m course_utils bookgpt train --config NAME
 --steps STEPS`` (a GPU when there is one: bf16 autocast and fused attention), one process per
@@ -10,8 +11,10 @@ run; ``--parallel`` starts them together (small models leave most of a large GPU
 still going after ``--time-limit`` seconds is stopped; its log holds every evaluation up to its
 last checkpoint. The table puts the validation loss at steps 2000 and 4750 beside the seed's (its
 Italian corpus, V=140: a scale, not a point-for-point comparison), and ``--record`` writes the
-evaluations, the machine and a sample of each model to a JSON file, which lesson 12 reads.
-These runs take minutes on a GPU and hours on a CPU.
+evaluations, the machine, the script and the git commit it ran at, and a sample of each model to
+a JSON file, which lesson 12 reads. ``--compare-with FILE`` then compares the fresh recording
+with FILE (:func:`compare`) and exits 1 past the tolerance. These runs take minutes on a GPU and
+hours on a CPU.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from course_utils.lessons.verdicts import at, reference_claims
 from course_utils.projects import corpus
 from course_utils.projects.bookgpt import CHECKPOINT_NAME, load_checkpoint, sample_text
 
@@ -37,6 +41,12 @@ SEED_VAL = {
     "ctx512": {4750: 1.5241},
 }
 PROMPT = "And the LORD"
+# A fresh recording agrees with the committed one when every loss lesson 12 reads (val and train
+# at the steps below) is within TOLERANCE nats of it and every verdict it asserts is the same.
+# bf16 GPU runs are not bit-for-bit repeatable; the tolerance is a judgement, not a measured spread.
+TOLERANCE = 0.03
+COMPARED_STEPS = (2000, 4750)
+SCRIPT = "benchmarks/bookgpt_reference_runs.py"
 
 
 def parse(argv):
@@ -48,16 +58,30 @@ def parse(argv):
     p.add_argument("--parallel", action="store_true", help="run the configurations together")
     p.add_argument("--time-limit", type=float, default=None, help="seconds before runs stop")
     p.add_argument("--record", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--compare-with", type=Path, default=None, help="a recording to compare with")
+    p.add_argument("--tolerance", type=float, default=TOLERANCE, help="nats (see compare)")
     p.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more train options")
     return p.parse_args(argv)
 
 
 def train_command(name: str, args) -> list[str]:
     return [
-        sys.executable, "-m", "course_utils", "bookgpt", "train", "--config", name,
-        "--steps", str(args.steps), "--data", str(args.data), "--out", str(args.out / name),
-        "--no-progress", *args.extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "course_utils",
+        "bookgpt",
+        "train",
+        "--config",
+        name,
+        "--steps",
+        str(args.steps),
+        "--data",
+        str(args.data),
+        "--out",
+        str(args.out / name),
+        "--no-progress",
+        *args.extra,
+    ]
 
 
 def run_all(names: list[str], args) -> dict[str, int | None]:
@@ -110,6 +134,57 @@ def summarize(name: str, args, exit_status) -> dict:
     return result
 
 
+def git_commit() -> str:
+    """The commit the script runs at, marked ``-dirty`` when tracked files differ from it."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + ("-dirty" if dirty.strip() else "")
+
+
+def compare(fresh: dict, committed: dict, tolerance: float = TOLERANCE) -> list[str]:
+    """What differs between two recordings beyond ``tolerance`` nats: each val and train loss at
+    COMPARED_STEPS, and each of lesson 12's verdicts. An empty list means they agree."""
+    problems = []
+    old = {run["config"]: run for run in committed["runs"]}
+    for run in fresh["runs"]:
+        name = run["config"]
+        if name not in old:
+            problems.append(f"{name}: not in the committed recording")
+            continue
+        for step in COMPARED_STEPS:
+            for key in ("val_loss", "train_loss"):
+                try:
+                    new_value, old_value = at(run, step, key), at(old[name], step, key)
+                except KeyError as err:
+                    problems.append(str(err).strip("'\""))
+                    continue
+                if abs(new_value - old_value) > tolerance:
+                    problems.append(
+                        f"{name} {key} @{step}: {new_value:.4f} against "
+                        f"{old_value:.4f} committed (tolerance {tolerance})"
+                    )
+    if not problems and {"baseline", "larger", "ctx512"} <= {r["config"] for r in fresh["runs"]}:
+        new_claims, old_claims = reference_claims(fresh), reference_claims(committed)
+        for claim, holds in new_claims.items():
+            if holds != old_claims[claim]:
+                problems.append(
+                    f"verdict changed: {claim}: {holds} (committed: {old_claims[claim]})"
+                )
+    return problems
+
+
 def val_at(result: dict, step: int) -> float | None:
     return next((e["val_loss"] for e in result["evals"] if e["step"] == step), None)
 
@@ -137,8 +212,10 @@ def main(argv=None) -> int:
     results = [summarize(name, args, status[name]) for name in names]
 
     print(f"\n{len(names)} runs, {args.steps} steps each, {wall:.0f} s wall in all")
-    print("| config | parameters | steps done | train s | val @2000 | seed @2000 | "
-          "val @4750 | seed @4750 |")  # fmt: skip
+    print(
+        "| config | parameters | steps done | train s | val @2000 | seed @2000 | "
+        "val @4750 | seed @4750 |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         seed = SEED_VAL.get(r["config"], {})
@@ -160,8 +237,9 @@ def main(argv=None) -> int:
             "parallel": args.parallel,
         }
         record = {
-            "command": "python benchmarks/bookgpt_reference_runs.py "
-            + " ".join(sys.argv[1:] if argv is None else argv),
+            "script": SCRIPT,
+            "commit": git_commit(),
+            "command": f"python {SCRIPT} " + " ".join(sys.argv[1:] if argv is None else argv),
             "machine": machine,
             "steps": args.steps,
             "wall_seconds": round(wall, 1),
@@ -170,6 +248,19 @@ def main(argv=None) -> int:
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         print(f"\nrecorded {args.record}")
+        if args.compare_with is not None:
+            problems = compare(record, json.loads(args.compare_with.read_text()), args.tolerance)
+            for line in problems:
+                print(f"differs from {args.compare_with}: {line}")
+            print(
+                f"compared with {args.compare_with}: {'DIFFERS' if problems else 'agrees'} "
+                f"(tolerance {args.tolerance} nats)"
+            )
+            if problems:
+                return 1
+    elif args.compare_with is not None:
+        print("error: --compare-with needs --record (the fresh recording)", file=sys.stderr)
+        return 2
     return 0 if all(s == 0 for s in status.values()) else 1
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from course_utils.core.flops import training_flops
 from course_utils.core.model import GPT, GPTConfig
 from course_utils.projects.corpus import Book, Corpus, prepare
 
@@ -84,6 +86,17 @@ def test_bookgpt_benchmark_prints_a_sane_table_and_fails_strict_on_a_missed_targ
     for _, updates, tokens_per_s, mfu, loss in body:
         assert number(updates) > 0 and number(tokens_per_s) > 0
         assert 0 < number(mfu) <= 100 and 0 < number(loss) < 10
+    # MFU, recomputed from the printed tokens/s, the course's FLOP formula and the printed peak
+    peak_line = next(line for line in out.splitlines() if line.startswith("peak ("))
+    peaks = dict(re.findall(r"(\w+) ([\d,]+) GFLOP/s", peak_line.split(": ", 1)[1]))
+    cfg = bench.get_config("tiny")
+    vocab = json.loads((data_dir / "meta.json").read_text())["vocab_size"]
+    per_token = training_flops(cfg.gpt_config(vocab), 1, cfg.block_size) / cfg.block_size
+    for row, _, tokens_per_s, mfu, _ in body:
+        dtype = str(bench.dtype_of(row, torch.device("cpu"))).removeprefix("torch.")
+        peak = number(peaks[dtype]) * 1e9
+        expected = 100 * number(tokens_per_s) * per_token / peak
+        assert abs(number(mfu) - expected) <= 0.006 + 0.02 * expected, (row, mfu, expected)
     ratio_line = next(line for line in out.splitlines() if line.startswith("target tokens/s"))
     ratio = float(ratio_line.split(": ")[1].split()[0])
     assert ratio_line.endswith("(met)") == (ratio >= bench.TARGET_RATIO)
@@ -223,7 +236,7 @@ def test_grading_benchmark_prints_hand_ins_per_minute(capsys):
     require_sandbox()
     rows = load_benchmark("grading").main(["--tiny"])
     assert [(r["hand-ins"], r["jobs"], r["sandbox"]) for r in rows] == [(4, 2, True)]
-    assert rows[0]["per minute"] > 0
+    assert rows[0]["per minute"] == pytest.approx(60 * 4 / rows[0]["seconds"], rel=1e-9)
     out = capsys.readouterr().out
     assert "| hand-ins | jobs | sandbox | seconds | hand-ins / min |" in out
     assert "| 4 | 2 | on |" in out
@@ -237,6 +250,20 @@ def test_sumgpt_masking_benchmark_prints_both_models_per_seed(capsys):
     for _, masked, masked_loss, unmasked, unmasked_loss in body:
         assert 0 <= number(masked) <= 100 and 0 <= number(unmasked) <= 100
         assert 0 < number(masked_loss) < 5 and 0 < number(unmasked_loss) < 5
+    # seed 0's masked answer loss, recomputed: the same training, the loss by hand
+    from course_utils import GPT as Model
+    from course_utils import build_model, train
+    from course_utils.projects import sumgpt
+
+    model = build_model(Model, sumgpt.sumgpt_config(), seed=0, device="cpu")
+    train(model, sumgpt.SumBatches(128, seed=0), sumgpt.train_config(5, seed=0, progress=False))
+    a, b = sumgpt.heldout_pairs(1000, seed=0)
+    seq = sumgpt.encode_pairs(a, b)
+    with torch.no_grad():
+        logp = model.eval()(seq[:, :-1]).log_softmax(-1)[:, sumgpt.PROMPT_LEN - 1 :]
+    answer = seq[:, sumgpt.PROMPT_LEN :]
+    by_hand = -logp.gather(-1, answer[..., None]).mean()
+    assert body[0][2] == f"{float(by_hand):.4f}"
 
 
 def test_time_to_loss_stops_each_row_at_the_target_and_compares_their_seconds(

@@ -1,5 +1,7 @@
 """The analytic FLOP formulas equal what torch's FlopCounterMode counts on the real modules."""
 
+from dataclasses import replace
+
 import pytest
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -110,10 +112,19 @@ def test_breakdown_sums_and_softmax_is_separate():
 
 
 def test_a_wrong_formula_would_be_caught():
+    """The count equals the formula, and each of three plausible slips in the formula misses it
+    (the counter counts matmuls only, so the softmax estimate is no slip to test with)."""
     config = mini_lm_config(1, attention="explicit")
     model = build_model(GPT, config, seed=0, device="cpu")
     idx = randint(100, (1, 8), seed=9)
-    assert counted(lambda: model(idx)) != forward_flops(config, 1, 8, softmax=True)
+    count = counted(lambda: model(idx))
+    assert count == forward_flops(config, 1, 8)
+    C, T, V = config.n_embd, 8, config.vocab_size
+    without_scores = 2 * matmul_parameters(config) * T  # the "2N per token" rule alone
+    head_twice = forward_flops(config, 1, 8) + head_flops(1, T, C, V)
+    mlp_at_4x = forward_flops(replace(config, d_ff=4 * C + 1), 1, 8)  # d_ff off by one
+    for wrong in (without_scores, head_twice, mlp_at_4x):
+        assert wrong != count
 
 
 def test_table_and_cli(capsys):
