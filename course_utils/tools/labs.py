@@ -9,7 +9,6 @@ recorded (for grading), then stripped clean like every lab.
 from __future__ import annotations
 
 import difflib
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from nbgrader.preprocessors import (
 )
 
 from ..core.cli import add_subcommand
-from .cleaning import ROOT, nbstripout_command
+from .cleaning import ROOT, strip
 
 SOLUTIONS = ROOT / "solutions"
 LABS = ROOT / "labs"
@@ -55,9 +54,12 @@ def render_lab(solution: Path) -> str:
     for preprocessor in _preprocessors():
         nb, resources = preprocessor.preprocess(nb, resources)
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / solution.name
+        out = Path(tmp) / "labs" / solution.name  # strip() cleans by folder: as a lab
+        out.parent.mkdir()
         nbformat.write(nb, out)
-        subprocess.run(nbstripout_command("labs", str(out)), check=True)
+        result = strip(out)
+        if result.returncode:
+            raise RuntimeError(f"nbstripout failed on the lab of {solution}: {result.stderr}")
         return out.read_text(encoding="utf-8")
 
 
