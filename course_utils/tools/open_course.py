@@ -66,14 +66,6 @@ def lab_command(dest: Path, browser: bool = True) -> list[str]:
     return [*command, str(dest / FIRST_LESSON)]
 
 
-def trust(dest: Path) -> None:
-    """Trust the lessons in ``dest``, so JupyterLab draws their saved widgets before a run."""
-    lessons = sorted((dest / "notebooks").glob("*.ipynb"))
-    if lessons:
-        subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, lessons)],
-                       capture_output=True)  # fmt: skip
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     """The ``open`` command (``gpt-course open [DIR]``)."""
     parser.description = (
@@ -95,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
         copied, kept = copy_course(dest)
         print(f"gpt-course: {len(copied)} notebooks copied into {dest}" + (
             f", {len(kept)} of yours kept as they are" if kept else ""))  # fmt: skip
-    trust(dest)
     if args.copy_only:
         return 0
     return subprocess.call(lab_command(dest, browser=not args.no_browser))
