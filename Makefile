@@ -35,9 +35,10 @@ setup: $(VENV)/.installed
 instructor: $(VENV)/.installed-instructor
 dev: $(VENV)/.installed-dev
 
-# JupyterLab on the whole checkout (lessons and labs), at lesson 01; the lessons are trusted,
-# so JupyterLab draws their saved widgets before anything runs (course_utils/tools/open_course.py,
-# which `gpt-course open DIR` runs on a student's copy too).
+# JupyterLab on the whole checkout (lessons and labs), at lesson 01, with the course's JupyterLab
+# settings (widget state saved with the notebook). The lessons are not trusted, so their stored
+# widgets show as static pictures until their cell runs (course_utils/tools/open_course.py, which
+# `gpt-course open DIR` runs on a student's copy too).
 course: setup
 	$(BIN)/python -m course_utils doctor || true
 	$(BIN)/python -m course_utils open .

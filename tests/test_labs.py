@@ -14,7 +14,7 @@ import pytest
 from grading_helpers import require_sandbox
 
 from course_utils.tools import grading
-from course_utils.tools.labs import LABS, SOLUTIONS, check_all, render_lab
+from course_utils.tools.labs import LABS, RUN_ALL_TAG, SOLUTIONS, check_all, render_lab
 from course_utils.tools.references import calls_in, exercise_references
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
@@ -285,3 +285,33 @@ def test_each_named_reference_exists_and_the_solution_does_not_call_it(solution)
         assert info["test"] in {c.metadata.nbgrader["grade_id"] for c in _test_cells(nb)}
         assert [r for r in info["reference"] if not _resolves(r, setup)] == [], answer
         assert calls_in(answers[answer], info["reference"]) == [], answer
+
+
+def test_every_answer_and_check_cell_of_a_lab_lets_run_all_go_on():
+    for lab in sorted(LABS.glob("*.ipynb")):
+        nb = nbformat.read(lab, as_version=4)
+        exercise_cells = [
+            c for c in nb.cells if {"solution", "grade"} & {
+                k for k, v in c.metadata.get("nbgrader", {}).items() if v is True}
+        ]  # fmt: skip
+        untagged = [c.metadata.nbgrader.grade_id for c in exercise_cells
+                    if RUN_ALL_TAG not in c.metadata.get("tags", [])]  # fmt: skip
+        assert exercise_cells and not untagged, f"{lab.name}: Run All would stop at {untagged}"
+
+
+def test_run_all_on_an_untouched_lab_shows_one_line_per_exercise():
+    """nbclient, like JupyterLab's Run All, goes on past a tagged cell that raises: every check
+    of the untouched lab 10 runs and says in one line that its exercise is not done yet."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(LABS / "10_training_loop.ipynb", as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=600,
+                   resources={"metadata": {"path": str(LABS)}}).execute()  # fmt: skip
+    lines = {
+        c.metadata.nbgrader.grade_id: [o.get("traceback", [o.get("text", "")]) for o in c.outputs]
+        for c in _graded_cells(nb)
+    }
+    assert len(lines) == 5
+    for grade_id, outputs in lines.items():
+        assert len(outputs) == 1 and len(outputs[0]) == 1, f"{grade_id}: {outputs}"
+        assert "is not done yet" in outputs[0][0], f"{grade_id}: {outputs[0][0]}"

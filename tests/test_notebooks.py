@@ -7,6 +7,7 @@ import shutil
 import nbformat
 import pytest
 
+from course_utils.tools import normalize
 from course_utils.tools.cleaning import ROOT, course_notebooks, strip
 
 NOTEBOOKS = course_notebooks()
@@ -39,7 +40,8 @@ def _copy_with(tmp_path, folder, change):
     copy.parent.mkdir()
     nb = json.loads(lesson.read_text(encoding="utf-8"))
     change(nb)
-    copy.write_text(json.dumps(nb), encoding="utf-8")
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"  # as nbformat
+    copy.write_text(text, encoding="utf-8")
     return copy
 
 
@@ -129,3 +131,38 @@ def test_strip_refuses_a_notebook_outside_the_course_folders(tmp_path):
     shutil.copy(NOTEBOOKS[0], stray)
     with pytest.raises(ValueError, match="no cleaning policy"):
         strip(stray)
+
+
+def _as_before_jupyterlab(nb):
+    """The form JupyterLab rewrites on open: no kernel version, no collapsed flag."""
+    nb["metadata"]["language_info"].pop("version", None)
+    for cell in nb["cells"]:
+        cell["metadata"].pop("collapsed", None)
+
+
+def test_stored_notebooks_are_what_jupyterlab_writes_on_open(tmp_path):
+    """JupyterLab 4 adds the kernel's Python version and `collapsed` beside hidden outputs on
+    open (tests/test_jupyterlab.py sees it in a browser); a lesson without them fails the check
+    and `normalize` (part of publishing) adds them, once."""
+    copy = _copy_with(tmp_path, "notebooks", _as_before_jupyterlab)
+    assert strip(copy, verify=True).returncode, "a notebook JupyterLab would rewrite passed"
+    assert normalize.normalize_file(copy) and not normalize.normalize_file(copy)
+    nb = nbformat.read(copy, as_version=4)
+    assert nb.metadata.language_info.version == normalize.kernel_python_version()
+    hidden = [c for c in nb.cells if c.metadata.get("jupyter", {}).get("outputs_hidden")]
+    assert all(c.metadata.get("collapsed") is True for c in hidden)
+    assert strip(copy, verify=True).returncode == 0
+
+
+def test_every_lesson_links_its_lab_and_linking_twice_changes_nothing():
+    text = "practise it in the lab: `labs/03_block_assembly.ipynb` (norms)"
+    linked = normalize.link_labs(text)
+    assert linked == (
+        "practise it in the lab: [`labs/03_block_assembly.ipynb`](../labs/03_block_assembly.ipynb)"
+        " (norms)"
+    )
+    assert normalize.link_labs(linked) == linked
+    for lesson in LESSONS:
+        lab = ROOT / "labs" / lesson.name
+        if lab.exists():
+            assert f"](../labs/{lesson.name})" in lesson.read_text(encoding="utf-8"), lesson.name

@@ -8,6 +8,7 @@ environment's site-packages through a ``.pth`` line, so the test needs no networ
 gigabyte of torch, and what it checks is the wheel and its command, not pip's resolver.
 """
 
+import json
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,8 @@ def test_the_wheel_carries_the_package_lessons_and_labs_but_no_solutions(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "course_utils").rglob("*.py")}
     assert package <= names, f"left out of the wheel: {sorted(package - names)[:5]}"
+    settings = open_course.SETTINGS_DIR / "overrides.json"
+    assert settings.relative_to(ROOT).as_posix() in names, "the JupyterLab settings are missing"
     for folder in open_course.FOLDERS:
         expected = {
             f"course_utils/course/{folder}/{p.name}" for p in (ROOT / folder).glob("*.ipynb")
@@ -124,3 +127,6 @@ def test_jupyterlab_serves_the_whole_copy_and_opens_lesson_01(tmp_path):
     command = open_course.lab_command(tmp_path, browser=False)
     assert f"--ServerApp.root_dir={tmp_path}" in command and "--no-browser" in command
     assert command[-1] == str(tmp_path / open_course.FIRST_LESSON)
+    assert f"--LabApp.app_settings_dir={open_course.SETTINGS_DIR}" in command
+    overrides = json.loads((open_course.SETTINGS_DIR / "overrides.json").read_text())
+    assert overrides["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}

@@ -1,10 +1,11 @@
 """The lesson widgets' static fallbacks: what a page without a kernel or widget state shows."""
 
+import json
 from html.parser import HTMLParser
 
 import ipywidgets as widgets
 
-from course_utils.lessons.widgets import Question, Quiz, _Controls
+from course_utils.lessons.widgets import QUIZ_DIR, Question, Quiz, _Controls
 
 QUESTIONS = [
     Question(
@@ -65,6 +66,26 @@ def test_quiz_widget_shows_angle_brackets_as_text():
     assert feedback.value.startswith("\u2705") and "&lt;eos&gt;" in feedback.value
 
 
+def test_a_wrong_choice_can_be_retried_before_the_explanation_shows():
+    quiz = Quiz(QUESTIONS)
+    choice, feedback = quiz.box.children[4:6]  # question 2: "What is 2 + 2?"
+    choice.value = "3"
+    assert feedback.value == "\u274c Not quite: try another answer."
+    assert "four" not in feedback.value
+    choice.value = "4"
+    assert feedback.value == "\u2705 Right. Two and two make four."
+
+
+def test_the_answers_stay_behind_a_disclosure_even_when_their_cell_is_expanded():
+    parser = _TextOutsideDetails()
+    parser.feed(Quiz(QUESTIONS).answers_html().data)
+    assert "four" not in " ".join(parser.visible) and len(parser.summaries) == 1
+
+
+def test_a_saved_quiz_says_it_is_a_picture_until_its_cell_runs():
+    assert "a saved picture of the quiz: run this cell" in Quiz(QUESTIONS).static_html()
+
+
 def test_live_controls_say_they_are_interactive_with_their_first_values():
     controls = {
         "V": widgets.IntSlider(value=100, min=50, max=50_000, description="V"),
@@ -72,8 +93,39 @@ def test_live_controls_say_they_are_interactive_with_their_first_values():
     }
     bundle = _Controls(controls)._repr_mimebundle_()
     assert bundle["text/html"] == (
-        '<p class="course-live">interactive in JupyterLab: V = 100, temperature = 1.0</p>'
+        '<p class="course-live">a saved picture (V = 100, temperature = 1.0): run this cell in '
+        "JupyterLab to move the controls</p>"
     )
     # The plain text is the box's own repr, as before: what nbval compares stays the same.
     assert bundle["text/plain"].startswith("VBox(children=(IntSlider(value=100")
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def _all_quiz_items():
+    for path in sorted(QUIZ_DIR.glob("*.json")):
+        for item in json.loads(path.read_text(encoding="utf-8"))["questions"]:
+            yield path.stem, item
+
+
+def test_the_right_answer_is_not_the_tell_of_being_the_longest():
+    """A student who always picks the longest option would score well above chance if the
+    right one were usually strictly longest (36 of 60 questions once)."""
+    items = list(_all_quiz_items())
+    longest = [(lesson, item["prompt"][:40]) for lesson, item in items
+               if len(item["right"]) > max(map(len, item["wrong"]))]  # fmt: skip
+    assert len(longest) <= len(items) / 4, f"{len(longest)} of {len(items)}: {longest[:5]}"
+    by_lesson = {}
+    for lesson, _ in longest:
+        by_lesson[lesson] = by_lesson.get(lesson, 0) + 1
+    assert max(by_lesson.values(), default=0) <= 2, by_lesson  # no quiz gives it away
+
+
+def test_quiz_12_counts_the_4_09m_model_right():
+    """6 blocks at d=256 with d_ff 768, an untied head and V=140 hold 4,088,320 parameters."""
+    from course_utils import GPT, GPTConfig
+
+    config = GPTConfig(vocab_size=140, block_size=256, n_layer=6, n_head=8, n_embd=256,
+                       d_ff=768, tie_weights=False)  # fmt: skip
+    assert sum(p.numel() for p in GPT(config).parameters()) == 4_088_320
+    (item,) = [i for lesson, i in _all_quiz_items() if "4.09M" in i["prompt"]]
+    assert "4,088,320" in item["right"] and "4,738,560" not in item["right"]

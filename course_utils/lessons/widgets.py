@@ -50,7 +50,10 @@ class _Controls:
             f"{_text(w.description or name)} = {_text(str(w.value))}"
             for name, w in self.controls.items()
         )
-        bundle["text/html"] = f'<p class="course-live">interactive in JupyterLab: {values}</p>'
+        bundle["text/html"] = (
+            f'<p class="course-live">a saved picture ({values}): run this cell in JupyterLab '
+            "to move the controls</p>"
+        )
         return bundle
 
 
@@ -123,8 +126,15 @@ def load_questions(lesson: str) -> list[Question]:
     return questions
 
 
+SAVED_QUIZ = (
+    '<p class="course-live">a saved picture of the quiz: run this cell in JupyterLab to pick '
+    "answers here (each answer is behind its own disclosure below)</p>"
+)
+
+
 class Quiz:
-    """Multiple-choice questions; choosing an option shows whether it is right and why."""
+    """Multiple-choice questions; a wrong choice says so and can be retried, the right one
+    shows why (the explanation would give the answer away after a wrong one)."""
 
     @classmethod
     def for_lesson(cls, lesson: str) -> Quiz:
@@ -147,9 +157,10 @@ class Quiz:
         def on_choice(change) -> None:
             if change["new"] is None:
                 return
-            right = q.options.index(change["new"]) == q.answer
-            mark = "\u2705 Right." if right else "\u274c Not quite."
-            feedback.value = f"{mark} {_text(q.explanation)}"
+            if q.options.index(change["new"]) == q.answer:
+                feedback.value = f"\u2705 Right. {_text(q.explanation)}"
+            else:
+                feedback.value = "\u274c Not quite: try another answer."
 
         return on_choice
 
@@ -161,7 +172,7 @@ class Quiz:
 
     def static_html(self) -> str:
         """The questions and their options, each answer and explanation behind a disclosure."""
-        parts = ['<div class="course-quiz">']
+        parts = [f'<div class="course-quiz">{SAVED_QUIZ}']
         for number, q in enumerate(self.questions, start=1):
             options = "".join(f"<li>{_text(option)}</li>" for option in q.options)
             parts.append(
@@ -174,8 +185,11 @@ class Quiz:
         return "".join(parts)
 
     def answers_html(self) -> HTML:
+        """Every answer, behind one disclosure: hidden even where JupyterLab expands the cell's
+        output when it runs again."""
         items = "".join(
             f"<li><b>{_text(q.options[q.answer])}</b> &mdash; {_text(q.explanation)}</li>"
             for q in self.questions
         )
-        return HTML(f"<ol>{items}</ol>")
+        summary = "all the answers (open once you have tried the quiz)"
+        return HTML(f"<details><summary>{summary}</summary><ol>{items}</ol></details>")

@@ -2,8 +2,9 @@
 
 One policy per folder: lessons and solutions keep outputs and execution counts (nbval compares
 against them) and their widget state (so JupyterLab draws quizzes, sliders and finished progress
-bars before anything runs) but lose volatile metadata; labs keep nothing. The git filters, the
-cleanliness test, ``labs build`` and ``publish`` all read the flags from here.
+bars before anything runs) but lose volatile metadata; labs keep nothing. Every folder keeps what
+JupyterLab writes on open (:mod:`.normalize`), so opening a notebook does not change it. The git
+filters, the cleanliness test, ``labs build`` and ``publish`` all read the flags from here.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: course_utils/tools/ is two down
 
-# Volatile metadata stripped everywhere, on top of nbstripout's own defaults. (The kernelspec's
-# display_name stays: the notebook schema, and so nbgrader, requires it.)
-EXTRA_KEYS = "metadata.language_info.version"
+# Kept although nbstripout strips them by default: the collapsed flag JupyterLab 4 writes beside
+# a hidden output (course_utils.tools.normalize stores it, so opening a notebook changes nothing;
+# the kernel's language_info.version, which JupyterLab also writes, nbstripout keeps anyway).
+JUPYTERLAB_KEYS = "cell.metadata.collapsed"
 # ipywidgets' saved widget state, which nbstripout strips by default: published notebooks keep it.
 WIDGET_STATE = "metadata.widgets"
 
-KEEP_PUBLISHED = ["--keep-output", "--keep-count", "--keep-metadata-keys", WIDGET_STATE]
-STRIP_FLAGS = {
-    "notebooks": [*KEEP_PUBLISHED, "--extra-keys", EXTRA_KEYS],
-    "solutions": [*KEEP_PUBLISHED, "--extra-keys", EXTRA_KEYS],
-    "labs": ["--extra-keys", EXTRA_KEYS],
+KEEP_PUBLISHED = ["--keep-output", "--keep-count", "--keep-metadata-keys"]
+STRIP_FLAGS = {  # (the kernelspec's display_name stays: the schema, and so nbgrader, needs it)
+    "notebooks": [*KEEP_PUBLISHED, f"{WIDGET_STATE} {JUPYTERLAB_KEYS}"],
+    "solutions": [*KEEP_PUBLISHED, f"{WIDGET_STATE} {JUPYTERLAB_KEYS}"],
+    "labs": ["--keep-metadata-keys", JUPYTERLAB_KEYS],
 }
 
 GIT_FILTERS = {"notebooks": "nbstripout-keep", "solutions": "nbstripout-keep", "labs": "nbstripout"}
@@ -44,9 +46,16 @@ def nbstripout_command(folder: str, *extra: str) -> list[str]:
 
 
 def strip(path: Path, verify: bool = False) -> subprocess.CompletedProcess:
-    """Clean ``path`` in place with its folder's flags (or, with ``verify``, only report)."""
+    """Clean ``path`` in place with its folder's flags, then store it in JupyterLab's form
+    (:mod:`.normalize`); with ``verify``, only report (a non-zero return code when unclean)."""
+    from .normalize import normalize_file  # which imports this module
+
     command = nbstripout_command(folder_of(path), *(["--verify"] if verify else []), str(path))
-    return subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode == 0 and normalize_file(path, check=verify) and verify:
+        result.returncode = 1
+        result.stdout += f"{path}: not in its stored form: python -m course_utils normalize\n"
+    return result
 
 
 def course_notebooks(root: Path = ROOT) -> list[Path]:

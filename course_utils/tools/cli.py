@@ -36,6 +36,8 @@ COMMANDS = {
                    "write a Gradescope autograder bundle for a lab"),
     "labs": ("course_utils.tools.labs", "configure",
              "regenerate labs/ from solutions/, or check they are in sync"),
+    "normalize": ("course_utils.tools.normalize", "configure",
+                  "store notebooks as JupyterLab writes them on open, lessons linking their lab"),
     "publish": ("course_utils.tools.publish", "configure",
                 "re-run lessons or solutions, clean them, rebuild the labs"),
     "setup-git": ("course_utils.tools.cleaning", "configure_setup_git",

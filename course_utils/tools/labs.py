@@ -9,7 +9,6 @@ recorded (for grading), then stripped clean like every lab.
 from __future__ import annotations
 
 import difflib
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from nbgrader.preprocessors import (
 )
 
 from ..core.cli import add_subcommand
-from .cleaning import ROOT, nbstripout_command
+from .cleaning import ROOT, strip
 
 SOLUTIONS = ROOT / "solutions"
 LABS = ROOT / "labs"
@@ -48,16 +47,36 @@ def _preprocessors():
     ]
 
 
+# JupyterLab's Run All goes on past a cell with this tag when it raises (and nbclient does too),
+# so an untouched lab shows every exercise's one line (not done, wrong and why, or correct)
+# instead of stopping at the first. Grading reads each check cell's own result, not the tag.
+RUN_ALL_TAG = "raises-exception"
+
+
+def tag_exercises(nb) -> None:
+    """Tag every answer and check cell of a lab so that Run All reaches every exercise."""
+    for cell in nb.cells:
+        grader = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (grader.get("solution") or grader.get("grade")):
+            tags = cell.metadata.setdefault("tags", [])
+            if RUN_ALL_TAG not in tags:
+                tags.append(RUN_ALL_TAG)
+
+
 def render_lab(solution: Path) -> str:
     """The text of the lab that ``solution`` generates."""
     nb = nbformat.read(solution, as_version=4)
     resources: dict = {}
     for preprocessor in _preprocessors():
         nb, resources = preprocessor.preprocess(nb, resources)
+    tag_exercises(nb)
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / solution.name
+        out = Path(tmp) / "labs" / solution.name  # strip() cleans by folder: as a lab
+        out.parent.mkdir()
         nbformat.write(nb, out)
-        subprocess.run(nbstripout_command("labs", str(out)), check=True)
+        result = strip(out)
+        if result.returncode:
+            raise RuntimeError(f"nbstripout failed on the lab of {solution}: {result.stderr}")
         return out.read_text(encoding="utf-8")
 
 

@@ -19,6 +19,10 @@ from pathlib import Path
 FOLDERS = ("notebooks", "labs")  # what a student gets: the lessons and the labs
 FIRST_LESSON = "notebooks/01_tokens_and_embeddings.ipynb"
 DEFAULT_DIR = Path("gpt-course")
+# The course's JupyterLab defaults (overrides.json): the widget manager saves widget state with the
+# notebook, so a lesson saved after a run draws its widgets when reopened (JupyterLab's own
+# default drops it: "model not found"). A student's own settings still take precedence.
+SETTINGS_DIR = Path(__file__).resolve().parent / "jupyterlab_settings"
 EXAMPLE = "gpt-course open ~/gpt-course"
 
 
@@ -53,20 +57,13 @@ def copy_course(dest: Path, source: Path | None = None) -> tuple[list[Path], lis
 
 
 def lab_command(dest: Path, browser: bool = True) -> list[str]:
-    """JupyterLab serving the whole of ``dest`` (lessons and labs), opened at lesson 01; as root
-    (a container) it needs ``--allow-root``."""
+    """JupyterLab serving the whole of ``dest`` (lessons and labs) with the course's settings,
+    opened at lesson 01; as root (a container) it needs ``--allow-root``."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={dest}"]
+    command += [f"--LabApp.app_settings_dir={SETTINGS_DIR}"]
     command += [] if browser else ["--no-browser"]
     command += ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     return [*command, str(dest / FIRST_LESSON)]
-
-
-def trust(dest: Path) -> None:
-    """Trust the lessons in ``dest``, so JupyterLab draws their saved widgets before a run."""
-    lessons = sorted((dest / "notebooks").glob("*.ipynb"))
-    if lessons:
-        subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, lessons)],
-                       capture_output=True)  # fmt: skip
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
         copied, kept = copy_course(dest)
         print(f"gpt-course: {len(copied)} notebooks copied into {dest}" + (
             f", {len(kept)} of yours kept as they are" if kept else ""))  # fmt: skip
-    trust(dest)
     if args.copy_only:
         return 0
     return subprocess.call(lab_command(dest, browser=not args.no_browser))

@@ -1,0 +1,100 @@
+"""The form course notebooks are stored in: exactly what JupyterLab 4 writes when it opens them.
+
+JupyterLab rewrites two things the moment a notebook opens, which dirties the tab and lets
+autosave change the file (so ``git status`` shows it modified and ``git pull`` refuses): the
+kernel's ``language_info.version``, and ``"collapsed": true`` beside every code cell whose
+outputs are hidden. Storing both makes opening a no-op. Lessons also link their lab with a
+relative link that JupyterLab and the website both follow. Only metadata and Markdown text
+change; nothing is re-executed, and normalizing twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .cleaning import course_notebooks, folder_of
+
+# A lab named as code (`labs/NN_slug.ipynb`) and not already a link's text.
+LAB_AS_CODE = re.compile(r"(?<!\[)`(labs/\d\d_[a-z0-9_]+\.ipynb)`")
+
+
+def kernel_python_version() -> str:
+    """The ``language_info.version`` the course's kernel reports: this environment's Python
+    (publishing runs the lessons in a kernel of this environment)."""
+    return platform.python_version()
+
+
+def link_labs(source: str) -> str:
+    """Markdown with every `labs/NN_x.ipynb` made a relative link from ``notebooks/``."""
+    return LAB_AS_CODE.sub(lambda m: f"[`{m.group(1)}`](../{m.group(1)})", source)
+
+
+def _hide_like_jupyterlab(cell) -> None:
+    """JupyterLab 4 keeps ``collapsed`` and ``jupyter.outputs_hidden`` equal on code cells."""
+    meta = cell.metadata
+    if meta.get("collapsed") or meta.get("jupyter", {}).get("outputs_hidden"):
+        meta["collapsed"] = True
+        meta.setdefault("jupyter", {})["outputs_hidden"] = True
+
+
+def normalize(nb, folder: str) -> None:
+    """Bring ``nb`` (of the course folder ``folder``) into its stored form, in place."""
+    language = nb.metadata.get("language_info")
+    if language is not None and language.get("name") == "python":
+        language["version"] = kernel_python_version()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            _hide_like_jupyterlab(cell)
+        elif cell.cell_type == "markdown" and folder == "notebooks":
+            cell.source = link_labs(cell.source)
+
+
+def _texts(path: Path) -> tuple[str, str]:
+    """The notebook's text as stored and in its normal form."""
+    before = Path(path).read_text(encoding="utf-8")
+    nb = nbformat.reads(before, as_version=4)
+    normalize(nb, folder_of(path))
+    return before, nbformat.writes(nb) + "\n"  # a trailing newline, as JupyterLab writes
+
+
+def normalize_file(path: Path, check: bool = False) -> bool:
+    """Normalize the notebook at ``path`` in place (or, with ``check``, only compare); True
+    when its text is not (or was not) in the normal form."""
+    before, after = _texts(path)
+    if after != before and not check:
+        Path(path).write_text(after, encoding="utf-8")
+    return after != before
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``normalize`` command: notebooks to bring into their stored form."""
+    parser.description = (
+        "Store notebooks as JupyterLab writes them on open (kernel version, collapsed flags) "
+        "and link each lesson's lab; metadata and text only, nothing is re-run."
+    )
+    parser.epilog = (
+        "examples:\n  python -m course_utils normalize   (every lesson, solution and lab)\n"
+        "  python -m course_utils normalize --check notebooks/03_block_assembly.ipynb"
+    )
+    parser.add_argument("notebooks", nargs="*", type=Path, metavar="NOTEBOOK")
+    parser.add_argument("--check", action="store_true", help="report, change nothing")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = args.notebooks or course_notebooks()
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        raise ValueError(f"no notebook at {missing[0]}: give paths to .ipynb files")
+    changed = [path for path in paths if normalize_file(path, check=args.check)]
+    verb = "would change" if args.check else "normalized"
+    for path in changed:
+        print(f"{verb} {path}")
+    print(f"{len(changed)} of {len(paths)} notebooks {verb}", file=sys.stderr)
+    return 1 if args.check and changed else 0
