@@ -193,25 +193,42 @@ def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def main(argv=None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
-    names = [n.strip() for n in args.configs.split(",") if n.strip()]
-    if not (args.data / "meta.json").is_file():
-        print(f"preparing the default corpus into {args.data}", flush=True)
-        corpus.prepare("default", args.data)
-    for name in names:
-        stale = args.out / name / CHECKPOINT_NAME
-        if stale.exists():
-            print(
-                f"error: {stale} exists; remove {args.out} or pass another --out", file=sys.stderr
-            )
-            return 2
-    start = time.monotonic()
-    status = run_all(names, args)
-    wall = time.monotonic() - start
-    results = [summarize(name, args, status[name]) for name in names]
+def record_and_compare(args, argv: list[str], wall: float, results: list[dict]) -> int:
+    """Write the ``--record`` JSON; with ``--compare-with``, compare it with that file (see
+    :func:`compare`) and return 1 when they differ past the tolerance, else 0."""
+    machine = {
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "parallel": args.parallel,
+    }
+    record = {
+        "script": SCRIPT,
+        "commit": git_commit(),
+        "command": f"python {SCRIPT} " + " ".join(argv),
+        "machine": machine,
+        "steps": args.steps,
+        "wall_seconds": round(wall, 1),
+        "runs": results,
+    }
+    args.record.parent.mkdir(parents=True, exist_ok=True)
+    args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"\nrecorded {args.record}")
+    if args.compare_with is None:
+        return 0
+    problems = compare(record, json.loads(args.compare_with.read_text()), args.tolerance)
+    for line in problems:
+        print(f"differs from {args.compare_with}: {line}")
+    print(
+        f"compared with {args.compare_with}: {'DIFFERS' if problems else 'agrees'} "
+        f"(tolerance {args.tolerance} nats)"
+    )
+    return 1 if problems else 0
 
-    print(f"\n{len(names)} runs, {args.steps} steps each, {wall:.0f} s wall in all")
+
+def print_table(results: list[dict], args, wall: float) -> None:
+    print(f"\n{len(results)} runs, {args.steps} steps each, {wall:.0f} s wall in all")
     print(
         "| config | parameters | steps done | train s | val @2000 | seed @2000 | "
         "val @4750 | seed @4750 |"
@@ -228,39 +245,32 @@ def main(argv=None) -> int:
     for r in results:
         if "sample" in r:
             print(f"\n--- {r['config']} (temperature 0.8, seed 0)\n{r['sample']['text']}")
-    if args.record is not None:
-        machine = {
-            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "cpu_count": os.cpu_count(),
-            "parallel": args.parallel,
-        }
-        record = {
-            "script": SCRIPT,
-            "commit": git_commit(),
-            "command": f"python {SCRIPT} " + " ".join(sys.argv[1:] if argv is None else argv),
-            "machine": machine,
-            "steps": args.steps,
-            "wall_seconds": round(wall, 1),
-            "runs": results,
-        }
-        args.record.parent.mkdir(parents=True, exist_ok=True)
-        args.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"\nrecorded {args.record}")
-        if args.compare_with is not None:
-            problems = compare(record, json.loads(args.compare_with.read_text()), args.tolerance)
-            for line in problems:
-                print(f"differs from {args.compare_with}: {line}")
-            print(
-                f"compared with {args.compare_with}: {'DIFFERS' if problems else 'agrees'} "
-                f"(tolerance {args.tolerance} nats)"
-            )
-            if problems:
-                return 1
-    elif args.compare_with is not None:
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.compare_with is not None and args.record is None:
         print("error: --compare-with needs --record (the fresh recording)", file=sys.stderr)
         return 2
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    if not (args.data / "meta.json").is_file():
+        print(f"preparing the default corpus into {args.data}", flush=True)
+        corpus.prepare("default", args.data)
+    for name in names:
+        stale = args.out / name / CHECKPOINT_NAME
+        if stale.exists():
+            print(
+                f"error: {stale} exists; remove {args.out} or pass another --out", file=sys.stderr
+            )
+            return 2
+    start = time.monotonic()
+    status = run_all(names, args)
+    wall = time.monotonic() - start
+    results = [summarize(name, args, status[name]) for name in names]
+    print_table(results, args, wall)
+    if args.record is not None and record_and_compare(args, argv, wall, results):
+        return 1
     return 0 if all(s == 0 for s in status.values()) else 1
 
 
