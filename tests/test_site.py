@@ -9,7 +9,6 @@ COURSE_SITE_TESTS=required, so that CI fails instead of skipping when either is 
 import functools
 import http.server
 import importlib.util
-import os
 import shutil
 import threading
 import time
@@ -20,23 +19,17 @@ from pathlib import Path
 from urllib.parse import urldefrag
 
 import pytest
+from browser import chrome, skip_or_fail
 
 from course_utils.tools import site
 from course_utils.tools.cleaning import ROOT
-from course_utils.tools.doctor import find_browser
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("COURSE_SITE_TESTS") == "required":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 def _need_builder() -> None:
     if importlib.util.find_spec("myst_nb") is None:
-        _skip_or_fail("the site extra is not installed: pip install -e '.[site]'")
+        skip_or_fail("the site extra is not installed: pip install -e '.[site]'")
 
 
 @pytest.fixture(scope="module")
@@ -196,21 +189,6 @@ def test_a_folder_that_is_not_a_site_is_not_deleted(tmp_path):
 
 # --- a real browser -------------------------------------------------------------------------
 
-CHROMIUM, DRIVER = find_browser()
-BROWSER_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1280,900",
-    # Every host but this machine's loopback is unreachable: a CDN script or font would fail.
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-]
-
 PAGE_CHECKS = """
 const done = arguments[arguments.length - 1];
 const typeset = window.MathJax && MathJax.startup ? MathJax.startup.promise : Promise.resolve();
@@ -254,23 +232,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not (CHROMIUM and DRIVER):
-        reason = (
-            "no headless browser: install Debian's chromium and chromium-driver "
-            "(apt-get install chromium chromium-driver) to run the website's browser test"
-        )
-        _skip_or_fail(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in BROWSER_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
-    driver.set_script_timeout(30)
+    driver = chrome(tmp_path_factory.mktemp("chromium-profile"), logs=True)
     yield driver
     driver.quit()
 

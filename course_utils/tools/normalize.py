@@ -1,9 +1,11 @@
 """The form course notebooks are stored in: exactly what JupyterLab 4 writes when it opens them.
 
-JupyterLab rewrites two things the moment a notebook opens, which dirties the tab and lets
+JupyterLab rewrites three things the moment a notebook opens, which dirties the tab and lets
 autosave change the file (so ``git status`` shows it modified and ``git pull`` refuses): the
-kernel's ``language_info.version``, and ``"collapsed": true`` beside every code cell whose
-outputs are hidden. Storing both makes opening a no-op. Lessons also link their lab with a
+kernel's ``language_info.version``, ``"collapsed": true`` beside every code cell whose outputs are
+hidden, and, with the course's setting that saves widget state, an empty widget state (no model
+is live before a run; the stored widget outputs show their static HTML). Storing all three makes
+opening a no-op. Lessons also link their lab with a
 relative link that JupyterLab and the website both follow. Only metadata and Markdown text
 change; nothing is re-executed, and normalizing twice changes nothing.
 """
@@ -19,6 +21,11 @@ from pathlib import Path
 import nbformat
 
 from .cleaning import course_notebooks, folder_of
+
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+# The widget state the course's JupyterLab (which saves widget state) writes for a notebook opened
+# and not yet run: no models. Any other stored state is replaced on open, so the tab goes dirty.
+STATE_BEFORE_A_RUN = {"state": {}, "version_major": 2, "version_minor": 0}
 
 # A lab named as code (`labs/NN_slug.ipynb`) and not already a link's text.
 LAB_AS_CODE = re.compile(r"(?<!\[)`(labs/\d\d_[a-z0-9_]+\.ipynb)`")
@@ -48,6 +55,8 @@ def normalize(nb, folder: str) -> None:
     language = nb.metadata.get("language_info")
     if language is not None and language.get("name") == "python":
         language["version"] = kernel_python_version()
+    if WIDGET_STATE in nb.metadata.get("widgets", {}):
+        nb.metadata["widgets"] = {WIDGET_STATE: dict(STATE_BEFORE_A_RUN)}
     for cell in nb.cells:
         if cell.cell_type == "code":
             _hide_like_jupyterlab(cell)

@@ -1,0 +1,189 @@
+"""A student's day in JupyterLab: the course opened by open_course on a copy, in headless Chromium.
+
+The labs are reachable, an untouched lab's Run All reaches every exercise, a lesson opened and
+left alone is not changed on disk (``git status`` stays clean), and a lesson run, saved and
+reopened draws its widgets from the state the course's settings make JupyterLab save. Skips
+without a browser, like the website's test (tests/browser.py).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from browser import chrome
+
+from course_utils.tools import open_course
+from course_utils.tools.cleaning import ROOT
+
+LESSON = "notebooks/01_tokens_and_embeddings.ipynb"
+LAB = "labs/10_training_loop.ipynb"
+
+# Opens PATH (arguments[0]) in JupyterLab, waits for its kernel, runs RUN_ALL (arguments[1]) and
+# returns the notebook as JupyterLab holds it, with whether its tab is dirty.
+OPEN = """
+const [path, runAll, done] = arguments;
+(async () => {
+  const app = window.jupyterapp;
+  await app.restored;
+  const panel = await app.commands.execute('docmanager:open', {path});
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  const ran = () => Array.from(panel.content.model.cells).every(
+    c => c.type !== 'code' || !c.sharedModel.getSource().trim() || c.executionCount !== null);
+  const until = test => new Promise(ok => {
+    const poll = () => test() ? ok() : setTimeout(poll, 200);
+    poll();
+  });
+  const idle = () => until(() => panel.sessionContext.session?.kernel?.status === 'idle');
+  await idle();
+  await new Promise(ok => setTimeout(ok, 2000));  // JupyterLab's own edits land by now
+  if (runAll) {
+    await app.commands.execute('notebook:run-all-cells');
+    await until(ran);  // every code cell has run (Run All goes on past a tagged failure)
+    await idle();
+    await app.commands.execute('docmanager:save');
+  }
+  const nodes = panel.node;
+  done({dirty: panel.context.model.dirty, nb: panel.context.model.toJSON(),
+        widgets: nodes.querySelectorAll('.widget-radio-box').length,
+        any: nodes.querySelectorAll('.jupyter-widgets').length,
+        pictures: (nodes.innerText.match(/a saved picture/g) || []).length,
+        errors: (nodes.innerText.match(/Error displaying widget/g) || []).length});
+})().catch(e => done({error: String(e)}));
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _extensions_prefix() -> Path:
+    """Where the installed packages' lab extensions (the widget manager) are: the prefix of
+    their site-packages (a venv that reuses another's packages has none of its own)."""
+    import jupyterlab_widgets
+
+    return Path(jupyterlab_widgets.__file__).resolve().parents[4] / "share" / "jupyter"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A student's copy of the course (a git repository, as a clone is), served by JupyterLab
+    as ``open_course`` starts it; yields (copy, base URL)."""
+    home = tmp_path_factory.mktemp("student")
+    dest = home / "course"
+    open_course.copy_course(dest, ROOT)
+    shutil.copy2(ROOT / ".gitignore", dest / ".gitignore")  # as in a clone
+    git = ["git", "-c", "user.name=s", "-c", "user.email=s@example.org", "-C", str(dest)]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the course"]):
+        subprocess.run([*git, *step], check=True, capture_output=True)
+    port = _free_port()
+    command = open_course.lab_command(dest, browser=False)
+    command[-1:-1] = [f"--port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
+                      "--LabApp.expose_app_in_browser=True"]  # fmt: skip
+    env = dict(os.environ, JUPYTER_PATH=str(_extensions_prefix()), HOME=str(home),
+               JUPYTER_CONFIG_DIR=str(home / "config"),
+               JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "run"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))  # fmt: skip
+    log = (home / "lab.log").open("w")
+    lab = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        assert lab.poll() is None, (home / "lab.log").read_text()[-2000:]
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.25)
+    yield dest, url, git
+    lab.terminate()
+    lab.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser(course, tmp_path_factory):
+    driver = chrome(tmp_path_factory.mktemp("chromium-profile"))
+    driver.set_script_timeout(240)
+    driver.get(f"{course[1]}/lab")
+    for _ in range(240):
+        if driver.execute_script("return !!(window.jupyterapp && window.jupyterapp.shell)"):
+            break
+        time.sleep(0.25)
+    time.sleep(2)  # the app's plugins finish starting
+    yield driver
+    driver.quit()
+
+
+def _open(driver, path, run_all=False) -> dict:
+    state = driver.execute_async_script(OPEN, path, run_all)
+    assert "error" not in state, state.get("error")
+    return state
+
+
+def _changes(stored: dict, shown: dict) -> str:
+    """What JupyterLab changed in a notebook it opened, for the failure message."""
+    stored, shown = (json.loads(nbformat.writes(nbformat.from_dict(n))) for n in (stored, shown))
+    found = [f"metadata.{k}" for k in stored["metadata"].keys() | shown["metadata"].keys()
+             if stored["metadata"].get(k) != shown["metadata"].get(k)]  # fmt: skip
+    for i, (a, b) in enumerate(zip(stored["cells"], shown["cells"])):
+        found += [f"cell {i}: {k} {a.get(k)!r:.80} -> {b.get(k)!r:.80}"
+                  for k in a.keys() | b.keys() if a.get(k) != b.get(k)]  # fmt: skip
+    return f"JupyterLab changed the notebook on open ({found[:6]}): run `normalize`"
+
+
+def test_the_labs_are_reachable_from_the_course(course):
+    _dest, url, _git = course
+    with urllib.request.urlopen(f"{url}/api/contents/labs") as reply:
+        names = {item["name"] for item in json.load(reply)["content"]}
+    assert {p.name for p in (ROOT / "labs").glob("*.ipynb")} <= names
+
+
+def test_opening_a_lesson_leaves_it_and_git_status_unchanged(course, browser):
+    dest, _url, git = course
+    before = (dest / LESSON).read_bytes()
+    state = _open(browser, LESSON)
+    assert not state["dirty"], _changes(json.loads(before), state["nb"])
+    assert state["widgets"] == 0, "a stored widget looks live before its cell runs"
+    time.sleep(1)
+    assert (dest / LESSON).read_bytes() == before
+    status = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
+
+
+def test_run_all_on_an_untouched_lab_reaches_every_exercise(browser):
+    nb = _open(browser, LAB, run_all=True)["nb"]
+    checks = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+    lines = ["".join(o.get("traceback", [])) for c in checks for o in c["outputs"]]
+    assert len(checks) == 5 and len(lines) == 5, lines
+    assert all("is not done yet" in line for line in lines), lines
+
+
+def test_a_lesson_run_saved_and_reopened_draws_its_widgets(course, browser):
+    dest, url, _git = course
+    _open(browser, LESSON, run_all=True)
+    saved = json.loads((dest / LESSON).read_text(encoding="utf-8"))
+    state = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    views = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+             for c in saved["cells"] for o in c.get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]  # fmt: skip
+    assert views and all(v in state for v in views), "saved without the widgets' state"
+    browser.execute_script("window.jupyterapp.commands.execute('application:close-all')")
+    time.sleep(1)
+    browser.get(f"{url}/lab")  # a fresh page: the widgets can only come from the file
+    for _ in range(240):
+        if browser.execute_script("return !!(window.jupyterapp && window.jupyterapp.shell)"):
+            break
+        time.sleep(0.25)
+    time.sleep(2)
+    reopened = _open(browser, LESSON)
+    counts = {k: reopened[k] for k in ("widgets", "any", "pictures", "errors")}
+    assert reopened["widgets"] >= 5 and reopened["errors"] == 0, counts
