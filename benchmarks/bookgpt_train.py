@@ -320,9 +320,7 @@ def report(results, peaks, ratios, minutes: float) -> bool:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse(argv)
-    per_class = cpu_classes.dispatch(argv, args.cpu_class)
+    args, per_class = cpu_classes.start(parse, argv)
     if per_class is not None:
         return per_class
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]

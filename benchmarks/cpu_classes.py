@@ -103,3 +103,11 @@ def dispatch(argv: list[str], chosen: str) -> int | None:
     if names == ["native"]:
         return None
     return run_per_class(argv, names)
+
+
+def start(parse, argv: list[str] | None):
+    """What a benchmark's ``main`` does first: ``(args, None)`` to run here, or ``(args,
+    status)`` once every chosen class has run in its own subprocess."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    return args, dispatch(argv, args.cpu_class)

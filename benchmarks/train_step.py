@@ -128,9 +128,7 @@ def parse(argv):
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse(argv)
-    per_class = cpu_classes.dispatch(argv, args.cpu_class)
+    args, per_class = cpu_classes.start(parse, argv)
     if per_class is not None:
         return per_class
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
