@@ -57,7 +57,9 @@ def test_quiz_and_controls_use_their_own_html(published):
     nb = copy.deepcopy(published)
     static_outputs(nb)
     controls = nb.cells[1].outputs[0].data
-    assert controls["text/html"].endswith("interactive in JupyterLab: n = 3</p>")
+    assert controls["text/html"].endswith(
+        "a saved picture (n = 3): run this cell in JupyterLab to move the controls</p>"
+    )
     assert "n is 3" in nb.cells[1].outputs[1].data["text/plain"]  # the first frame, as displayed
     assert "<summary>show answer</summary>" in nb.cells[2].outputs[0].data["text/html"]
 

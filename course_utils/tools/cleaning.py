@@ -14,7 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: course_utils/tools/ is two down
+from .normalize import ROOT, course_notebooks, folder_of, normalize_file
+
+__all__ = ["ROOT", "STRIP_FLAGS", "course_notebooks", "folder_of", "setup_git", "strip"]
 
 # Kept although nbstripout strips them by default: the collapsed flag JupyterLab 4 writes beside
 # a hidden output (course_utils.tools.normalize stores it, so opening a notebook changes nothing;
@@ -33,14 +35,6 @@ STRIP_FLAGS = {  # (the kernelspec's display_name stays: the schema, and so nbgr
 GIT_FILTERS = {"notebooks": "nbstripout-keep", "solutions": "nbstripout-keep", "labs": "nbstripout"}
 
 
-def folder_of(path: Path) -> str:
-    """The course folder a notebook lives in, which decides how it is cleaned."""
-    folder = Path(path).resolve().parent.name
-    if folder not in STRIP_FLAGS:
-        raise ValueError(f"{path} is not in one of {sorted(STRIP_FLAGS)}: no cleaning policy")
-    return folder
-
-
 def nbstripout_command(folder: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "nbstripout", *STRIP_FLAGS[folder], *extra]
 
@@ -48,7 +42,6 @@ def nbstripout_command(folder: str, *extra: str) -> list[str]:
 def strip(path: Path, verify: bool = False) -> subprocess.CompletedProcess:
     """Clean ``path`` in place with its folder's flags, then store it in JupyterLab's form
     (:mod:`.normalize`); with ``verify``, only report (a non-zero return code when unclean)."""
-    from .normalize import normalize_file  # which imports this module
 
     command = nbstripout_command(folder_of(path), *(["--verify"] if verify else []), str(path))
     result = subprocess.run(command, capture_output=True, text=True)
@@ -56,10 +49,6 @@ def strip(path: Path, verify: bool = False) -> subprocess.CompletedProcess:
         result.returncode = 1
         result.stdout += f"{path}: not in its stored form: python -m course_utils normalize\n"
     return result
-
-
-def course_notebooks(root: Path = ROOT) -> list[Path]:
-    return sorted(p for folder in STRIP_FLAGS for p in (root / folder).glob("*.ipynb"))
 
 
 def setup_git(root: Path = ROOT) -> None:

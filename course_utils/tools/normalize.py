@@ -20,7 +20,22 @@ from pathlib import Path
 
 import nbformat
 
-from .cleaning import course_notebooks, folder_of
+ROOT = Path(__file__).resolve().parents[2]  # the repository: course_utils/tools/ is two down
+FOLDERS = ("notebooks", "solutions", "labs")  # the course's notebook folders
+
+
+def folder_of(path: Path) -> str:
+    """The course folder a notebook lives in, which decides how it is stored and cleaned."""
+    folder = Path(path).resolve().parent.name
+    if folder not in FOLDERS:
+        raise ValueError(f"{path} is not in one of {sorted(FOLDERS)}: no cleaning policy")
+    return folder
+
+
+def course_notebooks(root: Path = ROOT) -> list[Path]:
+    """Every lesson, solution and lab of the course."""
+    return sorted(p for folder in FOLDERS for p in (root / folder).glob("*.ipynb"))
+
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # The widget state the course's JupyterLab (which saves widget state) writes for a notebook opened
