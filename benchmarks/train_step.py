@@ -1,7 +1,7 @@
 """Milliseconds per training step of the engine's variants, measured side by side in one run.
 
     python benchmarks/train_step.py [--model cpu|sumgpt] [--rounds 7] [--steps 20] [--threads N]
-        [--variants eager,fused,compile,compile-fused,bf16,hf,hf-fused] [--strict]
+        [--variants eager,fused,compile,compile-fused,bf16,hf,hf-fused]
 
 Every variant is a fresh model (BookGPT's ``cpu`` configuration by default: d 64, 4 heads, 3
 blocks, context 64, batch 32; ``--model sumgpt``: SumGPT's d 128, 4 blocks, context 12, batch

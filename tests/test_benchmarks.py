@@ -155,13 +155,28 @@ def test_sumgpt_wall_ratio_is_hf_seconds_over_ours_per_seed():
     assert sweep.wall_ratios(results) == [2.5, float("inf")]  # seeds 2 and 3 lack a pair
 
 
-def test_train_step_benchmark_times_each_variant(capsys):
+def test_train_step_benchmark_times_each_variant(capsys, monkeypatch):
     steps = load_benchmark("train_step")
-    assert steps.main(["--model", "tiny", "--variants", "eager,fused", "--rounds", "2",
+    # Each span really trains, then counts as known seconds: per variant (fused or not) and
+    # first update (0: the 3 warm-up steps; 3, 5, 7: rounds of 2 updates).
+    seconds = {False: {0: 1.3, 3: 0.030, 5: 0.070, 7: 0.032},
+               True: {0: 2.6, 3: 0.050, 5: 0.110, 7: 0.060}}  # fmt: skip
+    real = steps.run_steps
+
+    def run_steps(trainer, shape, start, n):
+        real(trainer, shape, start, n)
+        return seconds[trainer.config.fused][start]
+
+    monkeypatch.setattr(steps, "run_steps", run_steps)
+    assert steps.main(["--model", "tiny", "--variants", "eager,fused", "--rounds", "3",
                        "--steps", "2"]) == 0  # fmt: skip
-    body = table(capsys.readouterr().out, "| variant |")
-    assert [r[0] for r in body] == ["eager", "fused"]
-    assert all(number(r[1]) > 0 for r in body)
+    out = capsys.readouterr().out
+    assert "3 alternating rounds of 2" in out
+    # ms/step by hand: eager 15, 35, 16 (median 16); fused 25, 55, 30 (median 30)
+    assert table(out, "| variant |") == [
+        ["eager", "16.0", "15.0-35.0", "1.3"],
+        ["fused", "30.0", "25.0-55.0", "2.6"],
+    ]
     assert steps.main(["--variants", "warp-drive"]) == 2
 
 
