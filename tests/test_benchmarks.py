@@ -271,16 +271,28 @@ def test_bookgpt_benchmark_names_a_missing_corpus(bench, tmp_path, capsys):
     assert "bookgpt prepare" in capsys.readouterr().err
 
 
-def test_grading_benchmark_prints_hand_ins_per_minute(capsys):
+def test_grading_benchmark_prints_hand_ins_per_minute(capsys, monkeypatch):
     from grading_helpers import require_sandbox
 
     require_sandbox()
-    rows = load_benchmark("grading").main(["--tiny"])
-    assert [(r["hand-ins"], r["jobs"], r["sandbox"]) for r in rows] == [(4, 2, True)]
-    assert rows[0]["per minute"] == pytest.approx(60 * 4 / rows[0]["seconds"], rel=1e-9)
+    bench = load_benchmark("grading")
+    real, graded = bench.time_grading, []
+
+    def time_grading(solution, subs, jobs, sandbox):  # really grades; counts as 12 s
+        graded.append(len(list(subs.glob("*.ipynb"))))
+        real(solution, subs, jobs, sandbox)
+        return 12.0
+
+    monkeypatch.setattr(bench, "time_grading", time_grading)
+    rows = bench.main(["--tiny"])
+    assert graded == [4]  # the hand-ins the table counts are the ones graded
+    assert [(r["hand-ins"], r["jobs"], r["sandbox"], r["seconds"]) for r in rows] == [
+        (4, 2, True, 12.0)
+    ]
+    assert rows[0]["per minute"] == 20.0  # 4 hand-ins in 12 s
     out = capsys.readouterr().out
     assert "| hand-ins | jobs | sandbox | seconds | hand-ins / min |" in out
-    assert "| 4 | 2 | on |" in out
+    assert "| 4 | 2 | on | 12.0 | 20.0 |" in out
 
 
 def test_sumgpt_masking_benchmark_prints_both_models_per_seed(capsys):
