@@ -138,18 +138,28 @@ def test_sumgpt_time_to_accuracy_prints_a_row_per_seed_and_side_and_fails_strict
     sweep = load_benchmark("sumgpt_time_to_accuracy")
     assert sweep.parse_seeds("0-2,5") == [0, 1, 2, 5]
     monkeypatch.setattr(sweep, "N_EVAL", 200)  # the held-out sums scored: fewer, for speed
+    real, histories = sweep.train, []
+
+    def train(*args, **kwargs):  # really trains; its training steps count as 0.6 s
+        histories.append(real(*args, **kwargs))
+        histories[-1].seconds = 0.6
+        return histories[-1]
+
+    monkeypatch.setattr(sweep, "train", train)
     args = ["--seeds", "0-1", "--steps", "6", "--warmup", "2", "--eval-every", "3",
             "--screen", "0"]  # fmt: skip
     assert sweep.main(args) == 0
     out = capsys.readouterr().out
     body = table(out, "| seed |")
     assert [r[:2] for r in body] == [["0", "ours"], ["0", "hf"], ["1", "ours"], ["1", "hf"]]
-    for _, _, first, best_99_9, best, ms in body:
+    assert [h.steps for h in histories] == [6] * 4
+    for (_, _, first, best_99_9, best, ms), history in zip(body, histories):
         assert first == best_99_9 == "-"  # 6 steps reach neither threshold
-        assert 0 <= number(best) < 0.99 and number(ms) > 0
+        assert best == f"{max(e['exact_match'] for e in history.evals):.4f}"
+        assert number(best) < 0.99 and ms == "100.0"  # 0.6 s over 6 updates, in ms
     assert "ours: 99.9% on 200 held-out sums after median inf updates" in out
     assert "within 1,000 for every seed: MISSED" in out
-    assert sweep.main([*args, "--strict", "--impl", "ours"]) == 1
+    assert sweep.main([*args, "--seeds", "0", "--strict", "--impl", "ours"]) == 1
     assert sweep.main([*args, "--impl", "ours,gpt4"]) == 2
 
 
