@@ -323,20 +323,25 @@ def test_sumgpt_masking_benchmark_prints_both_models_per_seed(capsys):
     for _, masked, masked_loss, unmasked, unmasked_loss in body:
         assert 0 <= number(masked) <= 100 and 0 <= number(unmasked) <= 100
         assert 0 < number(masked_loss) < 5 and 0 < number(unmasked_loss) < 5
-    # seed 0's masked answer loss, recomputed: the same training, the loss by hand
+    # seed 0's figures, recomputed: the same training with and without the mask, then by hand
+    # the answer loss and the exact match (greedy decoding is right when every teacher-forced
+    # argmax of the answer is)
     from course_utils import GPT as Model
     from course_utils import build_model, train
     from course_utils.projects import sumgpt
 
-    model = build_model(Model, sumgpt.sumgpt_config(), seed=0, device="cpu")
-    train(model, sumgpt.SumBatches(128, seed=0), sumgpt.train_config(5, seed=0, progress=False))
     a, b = sumgpt.heldout_pairs(1000, seed=0)
     seq = sumgpt.encode_pairs(a, b)
-    with torch.no_grad():
-        logp = model.eval()(seq[:, :-1]).log_softmax(-1)[:, sumgpt.PROMPT_LEN - 1 :]
     answer = seq[:, sumgpt.PROMPT_LEN :]
-    by_hand = -logp.gather(-1, answer[..., None]).mean()
-    assert body[0][2] == f"{float(by_hand):.4f}"
+    for mask, (match_cell, loss_cell) in ((True, body[0][1:3]), (False, body[0][3:5])):
+        model = build_model(Model, sumgpt.sumgpt_config(), seed=0, device="cpu")
+        config = sumgpt.train_config(5, seed=0, progress=False)
+        train(model, sumgpt.SumBatches(128, seed=0, mask=mask), config)
+        with torch.no_grad():
+            logp = model.eval()(seq[:, :-1]).log_softmax(-1)[:, sumgpt.PROMPT_LEN - 1 :]
+        loss = -logp.gather(-1, answer[..., None]).mean()
+        match = (logp.argmax(-1) == answer).all(1).float().mean()
+        assert (match_cell, loss_cell) == (f"{float(match):.1%}", f"{float(loss):.4f}"), mask
 
 
 def test_time_to_loss_stops_each_row_at_the_target_and_compares_their_seconds(
