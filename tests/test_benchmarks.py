@@ -345,16 +345,26 @@ def test_sumgpt_masking_benchmark_prints_both_models_per_seed(capsys):
 
 
 def test_time_to_loss_stops_each_row_at_the_target_and_compares_their_seconds(
-    bench, data_dir, capsys
+    bench, data_dir, capsys, monkeypatch
 ):
     to_loss = load_benchmark("bookgpt_time_to_loss")
+    real = to_loss.train
+
+    def train(model, *args, **kwargs):  # really trains; each update counts as known seconds
+        history = real(model, *args, **kwargs)
+        per_update = 0.9 if type(model).__name__ == "HFGPT2" else 0.5  # nanoGPT's, ours
+        for row in history.evals:
+            row["seconds"] = per_update * row["step"]
+        return history
+
+    monkeypatch.setattr(to_loss, "train", train)
     args = ["--data", str(data_dir), "--eval-every", "2", "--max-steps", "6", "--target", "9"]
     assert to_loss.main(args) == 0  # a loss of 9 nats lies above ln(vocab): the first score
     out = capsys.readouterr().out
     rows = table(out, "| row |")
     assert [(r[0], r[1]) for r in rows] == [("ours", "32"), ("nanogpt", "12")]
-    assert all(r[2].startswith("2 / ") and r[4] == "2" for r in rows)  # stopped at update 2
-    assert "time to val 9, nanoGPT recipe / ours: " in out
+    assert [(r[2], r[4]) for r in rows] == [("2 / 1.0", "2"), ("2 / 1.8", "2")]  # update 2
+    assert "time to val 9, nanoGPT recipe / ours: 1.80 (target >= " in out  # 1.8 s / 1 s
     unreachable = ["--data", str(data_dir), "--eval-every", "3", "--max-steps", "3",
                    "--target", "0.01", "--rows", "ours", "--strict"]  # fmt: skip
     assert to_loss.main(unreachable) == 1
