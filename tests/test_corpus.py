@@ -497,3 +497,36 @@ def test_a_folder_in_another_format_version_is_refused_with_the_command(tmp_path
     (out / "meta.json").write_text(json.dumps({**meta, "format": 0}))
     with pytest.raises(C.CorpusNotPreparedError, match="corpus format 0.*reads format 1.*prepare"):
         C.load_split(out, "train")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda m: {k: v for k, v in m.items() if k != "format"},
+            "corpus format None.*prepare it again",
+        ),
+        (
+            lambda m: {**m, "format": 99},
+            "corpus format 99.*upgrade course_utils, or prepare it again",
+        ),
+        (lambda m: {k: v for k, v in m.items() if k != "itos"}, "lacks itos.*prepare it again"),
+        (lambda m: [m], "not a JSON object.*prepare it again"),
+    ],
+    ids=["before versions", "newer", "a field missing", "not an object"],
+)
+def test_a_meta_json_this_version_cannot_read_is_refused_with_the_fix(tmp_path, edit, message):
+    out = tmp_path / "data"
+    C.prepare(C.Corpus("t", (C.Book("a", "One line.\n\nTwo lines here.\n" * 20),)), out)
+    (out / "meta.json").write_text(json.dumps(edit(json.loads((out / "meta.json").read_text()))))
+    with pytest.raises(C.CorpusNotPreparedError, match=message) as err:
+        C.load_tokenizer(out)
+    assert f"bookgpt prepare --corpus default --out {out}" in str(err.value)
+
+
+def test_a_meta_json_cut_short_is_refused_with_the_fix(tmp_path):
+    out = tmp_path / "data"
+    C.prepare(C.Corpus("t", (C.Book("a", "One line.\n\nTwo lines here.\n" * 20),)), out)
+    (out / "meta.json").write_text((out / "meta.json").read_text()[:100])
+    with pytest.raises(C.CorpusNotPreparedError, match="not readable JSON.*prepare it again"):
+        C.load_split(out, "val")
