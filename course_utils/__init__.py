@@ -9,7 +9,7 @@ are the ones the lessons use most, importable from here wherever their module li
 import importlib
 
 # name -> the module it lives in, imported on first use: ``python -m course_utils bookgpt
-# prepare`` and the grader need no torch, whose import takes a second or more.
+# prepare`` and the grader need no torch, whose import is slow.
 _HOMES = {
     "frozen_decoder_config": "core.configs",
     "mini_lm_config": "core.configs",

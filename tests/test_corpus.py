@@ -10,18 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from corpus_helpers import find_duplicates, join_parts, load_folder, normalize_paragraph
 
 from course_utils import CharTokenizer
 from course_utils.projects import bookgpt
 from course_utils.projects import corpus as C
-from course_utils.projects.corpus import Book, Corpus, CorpusError, CorpusNotPreparedError
-from course_utils.projects.corpus_audit import (
-    _hash,
-    find_duplicates,
-    normalize_paragraph,
-    scan_paragraphs,
-    split_scan,
-)
+from course_utils.projects.corpus import Book, Corpus, CorpusError, CorpusNotPreparedError, writer
+from course_utils.projects.corpus_audit import _hash, scan_paragraphs, split_scan
 
 GUTENBERG = """\ufeffThe Project Gutenberg eBook of I Promessi Sposi\r
 \r
@@ -125,23 +120,23 @@ def test_empty_folder_error_names_the_folder(tmp_path):
     folder.mkdir()
     (folder / "notes.md").write_text("not a book")
     with pytest.raises(CorpusError, match=r"holds no \.txt files") as err:
-        C.load_folder(folder)
+        load_folder(folder)
     assert str(folder) in str(err.value) and "--corpus default" in str(err.value)
     with pytest.raises(CorpusError, match="does not exist"):
-        C.load_folder(tmp_path / "missing")
+        load_folder(tmp_path / "missing")
 
 
 def test_binary_file_error_names_the_file(good_folder):
     (good_folder / "cover.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     with pytest.raises(CorpusError, match="binary") as err:
-        C.load_folder(good_folder)
+        load_folder(good_folder)
     assert "cover.txt" in str(err.value) and "remove it" in str(err.value)
 
 
 def test_non_utf8_file_error_names_the_file(good_folder):
     (good_folder / "latin1.txt").write_bytes("Perché così?\n".encode("latin-1"))
     with pytest.raises(CorpusError, match="not UTF-8") as err:
-        C.load_folder(good_folder)
+        load_folder(good_folder)
     message = str(err.value)
     assert "latin1.txt" in message and "0xe9" in message and "iconv" in message
 
@@ -149,7 +144,7 @@ def test_non_utf8_file_error_names_the_file(good_folder):
 def test_file_empty_after_stripping_is_an_error(good_folder):
     (good_folder / "blank.txt").write_text("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\n")
     with pytest.raises(CorpusError, match="blank.txt holds no text"):
-        C.load_folder(good_folder)
+        load_folder(good_folder)
 
 
 def test_cli_reports_bad_input_on_stderr(tmp_path, capsys):
@@ -184,7 +179,7 @@ def test_failed_prepare_leaves_the_previous_corpus_untouched(good_folder, tmp_pa
     def broken(path, obj):
         raise OSError("disk full")
 
-    monkeypatch.setattr(C, "_write_json", broken)
+    monkeypatch.setattr(writer, "_write_json", broken)
     changed = write_books(tmp_path / "other", {"only": paragraphs_text(20, tag="z")})
     with pytest.raises(OSError, match="disk full"):
         C.prepare(changed, out)
@@ -249,7 +244,7 @@ def test_every_book_is_split_and_represented_in_val(good_folder, tmp_path):
     meta = C.prepare(good_folder, tmp_path / "out")
     tokenizer = C.load_tokenizer(tmp_path / "out")
     streams = {s: tokenizer.decode(C.load_split(tmp_path / "out", s)) for s in C.SPLITS}
-    books = C.load_folder(good_folder).books
+    books = load_folder(good_folder).books
     assert [b["name"] for b in meta["books"]] == ["a_first", "b_second", "c_third"]
     for book, info in zip(books, meta["books"]):
         cut = info["train_chars"]
@@ -264,7 +259,7 @@ def test_every_book_is_split_and_represented_in_val(good_folder, tmp_path):
 
 
 def test_join_parts_separates_books_by_one_blank_line():
-    stream, spans = C.join_parts(["one\n", "two\n\n", "three"])
+    stream, spans = join_parts(["one\n", "two\n\n", "three"])
     assert stream == "one\n\ntwo\n\nthree\n\n"
     assert [stream[a:b] for a, b in spans] == ["one\n", "two\n\n", "three"]
 
@@ -275,7 +270,7 @@ def test_join_parts_separates_books_by_one_blank_line():
 def test_bin_and_meta_round_trip(good_folder, tmp_path):
     out = tmp_path / "out"
     meta = C.prepare(good_folder, out)
-    books = C.load_folder(good_folder).books
+    books = load_folder(good_folder).books
     cuts = [b["train_chars"] for b in meta["books"]]
     on_disk = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     assert on_disk == meta
@@ -286,7 +281,7 @@ def test_bin_and_meta_round_trip(good_folder, tmp_path):
     ):
         data = C.load_split(out, split)
         assert isinstance(data, np.memmap) and data.dtype == np.uint8
-        expected, _ = C.join_parts(parts)
+        expected, _ = join_parts(parts)
         assert len(data) == meta[f"{split}_tokens"] == len(expected)
         assert CharTokenizer(meta["itos"]).decode(data) == expected
     text = "".join(b.text for b in books)
@@ -502,3 +497,36 @@ def test_a_folder_in_another_format_version_is_refused_with_the_command(tmp_path
     (out / "meta.json").write_text(json.dumps({**meta, "format": 0}))
     with pytest.raises(C.CorpusNotPreparedError, match="corpus format 0.*reads format 1.*prepare"):
         C.load_split(out, "train")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda m: {k: v for k, v in m.items() if k != "format"},
+            "corpus format None.*prepare it again",
+        ),
+        (
+            lambda m: {**m, "format": 99},
+            "corpus format 99.*upgrade course_utils, or prepare it again",
+        ),
+        (lambda m: {k: v for k, v in m.items() if k != "itos"}, "lacks itos.*prepare it again"),
+        (lambda m: [m], "not a JSON object.*prepare it again"),
+    ],
+    ids=["before versions", "newer", "a field missing", "not an object"],
+)
+def test_a_meta_json_this_version_cannot_read_is_refused_with_the_fix(tmp_path, edit, message):
+    out = tmp_path / "data"
+    C.prepare(C.Corpus("t", (C.Book("a", "One line.\n\nTwo lines here.\n" * 20),)), out)
+    (out / "meta.json").write_text(json.dumps(edit(json.loads((out / "meta.json").read_text()))))
+    with pytest.raises(C.CorpusNotPreparedError, match=message) as err:
+        C.load_tokenizer(out)
+    assert f"bookgpt prepare --corpus default --out {out}" in str(err.value)
+
+
+def test_a_meta_json_cut_short_is_refused_with_the_fix(tmp_path):
+    out = tmp_path / "data"
+    C.prepare(C.Corpus("t", (C.Book("a", "One line.\n\nTwo lines here.\n" * 20),)), out)
+    (out / "meta.json").write_text((out / "meta.json").read_text()[:100])
+    with pytest.raises(C.CorpusNotPreparedError, match="not readable JSON.*prepare it again"):
+        C.load_split(out, "val")

@@ -21,9 +21,9 @@ ALLOWED = {
 }
 
 
-def modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE).with_suffix("").parts
+def modules(root: Path = PACKAGE):
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
         yield path, parts
 
 
@@ -95,15 +95,34 @@ def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def import_graph(found) -> dict[str, set[str]]:
+    """module -> the package's modules it imports, for ``(path, parts)`` pairs. A package's
+    ``__init__`` is the package itself, so importing the package (``from . import corpus``)
+    leads to what its ``__init__`` imports; only ``course_utils/__init__``, which re-exports
+    from every layer, is left out."""
+    named = {}
+    for path, parts in found:
+        if parts != ("__init__",):
+            name = parts[:-1] if parts[-1] == "__init__" else parts
+            named[".".join(["course_utils", *name])] = (path, parts)
+    return {m: imported_modules(p, parts, set(named)) - {m} for m, (p, parts) in named.items()}
+
+
 def test_no_two_modules_import_each_other_even_lazily():
-    """Packages' ``__init__`` re-exports aside, the modules form no import cycle."""
-    named = {
-        ".".join(["course_utils", *parts]): (path, parts)
-        for path, parts in modules()
-        if parts[-1] != "__init__"
-    }
-    graph = {m: imported_modules(p, parts, set(named)) - {m} for m, (p, parts) in named.items()}
+    """The modules, sub-packages' ``__init__`` included, form no import cycle."""
+    graph = import_graph(modules())
     assert import_cycle(graph) is None, " -> ".join(import_cycle(graph))
+
+
+def test_the_cycle_check_follows_a_package_to_what_its_init_imports(tmp_path):
+    (tmp_path / "projects" / "corpus").mkdir(parents=True)
+    (tmp_path / "projects" / "corpus" / "__init__.py").write_text("from .writer import prepare\n")
+    (tmp_path / "projects" / "corpus" / "writer.py").write_text("from ..bookgpt import CONFIGS\n")
+    (tmp_path / "projects" / "bookgpt.py").write_text("from . import corpus\n")
+    assert import_cycle(import_graph(modules(tmp_path))) == [
+        "course_utils.projects.bookgpt", "course_utils.projects.corpus",
+        "course_utils.projects.corpus.writer", "course_utils.projects.bookgpt",
+    ]  # fmt: skip
 
 
 def test_the_cycle_check_finds_a_lazy_cycle(tmp_path):

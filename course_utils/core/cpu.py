@@ -3,12 +3,12 @@ of bf16 against fp32 at a model's width, cached per machine.
 
 CPUs differ in the kernels they run for the same operation: an AMX Xeon multiplies bf16 matrices
 in tiles, a Zen 4 EPYC with AVX512_BF16 in vector units, and an AVX2 laptop has no bf16 units at
-all (a bf16 matmul there is emulated, 2-80x slower than fp32). So precision ``auto`` asks the CPU
-rather than a flag: :func:`cpu_class` names the class (capped by ``ONEDNN_MAX_CPU_ISA`` and
-``ATEN_CPU_CAPABILITY``, which make one host behave like a smaller CPU), and
+all (a bf16 matmul there is emulated, many times slower than fp32). So precision ``auto`` asks
+the CPU rather than a flag: :func:`cpu_class` names the class (capped by ``ONEDNN_MAX_CPU_ISA``
+and ``ATEN_CPU_CAPABILITY``, which make one host behave like a smaller CPU), and
 :func:`bf16_speedup` times a model's MLP (linear, GELU, linear, forward and backward) in fp32 and
-under bf16 autocast, casts included, in well under a second, and remembers the answer per
-machine, torch version, thread count and width in the user's cache folder.
+under bf16 autocast, casts included, in a short probe, and remembers the answer per machine,
+torch version, thread count and width in the user's cache folder.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ def measure_bf16(width: int, rows: int = PROBE_ROWS, rounds: int = PROBE_ROUNDS)
     """Time a model's MLP (``width`` -> 4 x ``width`` -> ``width``, GELU between) in fp32 and
     under bf16 autocast, alternating after a warm-up, and keep each one's fastest round (the
     least disturbed by other programs); stop early when bf16 is plainly slower (an emulated bf16
-    matmul takes 20-100 times as long). Rounds that spread over 1.5x mark the probe noisy."""
+    matmul takes many times as long). Rounds that spread over :data:`STEADY` mark the probe
+    noisy."""
     generator = torch.Generator().manual_seed(0)
     mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
     x = torch.randn(rows, width, generator=generator)

@@ -334,8 +334,8 @@ def _alembic_in_process() -> Iterator[None]:
     """Let nbgrader read its database schema's version in this process.
 
     A new nbgrader gradebook asks for it by running the ``alembic`` script (which must be on
-    PATH) in a subprocess: 1.5 to 4 seconds of every grading run on a 2-core machine, against
-    2 ms for the same lookup through alembic's own API. Any failure falls back to nbgrader's."""
+    PATH) in a subprocess, a start-up far slower than the same lookup through alembic's own API,
+    and paid on every grading run. Any failure falls back to nbgrader's."""
     import nbgrader.api
 
     original = nbgrader.api.get_alembic_version

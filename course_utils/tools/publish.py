@@ -21,7 +21,7 @@ def execute(path: Path, timeout: int = 900) -> None:
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     # Idle OpenMP threads sleep instead of spinning: on a busy machine spinning threads wait for
-    # each other's time slices at every small op (a training lesson ran 7x slower). The kernel
+    # each other's time slices at every small op, and a training lesson crawls. The kernel
     # inherits this unless the caller chose otherwise.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     client = NotebookClient(

@@ -1,8 +1,8 @@
 """Worker processes for grading: one per hand-in, with a wall-time limit, and nothing left
 running afterwards.
 
-Workers are forked from a multiprocessing forkserver that imported nbgrader once, which saves
-seconds per hand-in; the forkserver shares nothing else with the parent (which has threads).
+Workers are forked from a multiprocessing forkserver that imported nbgrader once, so no hand-in
+waits for that import; the forkserver shares nothing else with the parent (which has threads).
 A worker dies with the forkserver, which dies with the grader, so ``kill -9`` of the grader
 leaves no worker behind; a sandboxed kernel dies with its worker (bwrap's --die-with-parent).
 """

@@ -1,0 +1,115 @@
+"""The first pass of ``prepare``: each book read, normalized, cut and audited on its own, and
+the scans folded into ``meta.json`` (vocabulary, every book's spans, the split rule, the audit).
+
+Only the scan of a book (counts and paragraph hashes) outlives its turn; its text waits in a
+cache file for the second pass (:mod:`course_utils.projects.corpus.writer`), so one book at a
+time sits in memory, in whichever worker process scanned it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .audit import (
+    DUPLICATE_MIN_CHARS,
+    RARE_MAX_COUNT,
+    DuplicateTally,
+    ParagraphScan,
+    leaked,
+    rare_characters,
+    scan_paragraphs,
+    split_scan,
+)
+from .format import BOOK_GAP, FORMAT_VERSION, ids_dtype
+from .sources import Book, read_book_file
+from .text import split_point
+
+
+@dataclass
+class BookScan:
+    """What the first pass learns about one book (its text waits in ``cache``)."""
+
+    name: str
+    paragraph_break: str
+    chars: int
+    cut: int  # text[:cut] is train, text[cut:] val
+    pads: tuple[int, int]  # newlines after the train and the val part (BOOK_GAP)
+    cache: Path
+    counts: dict[str, int]
+    paragraphs: ParagraphScan
+    train_hashes: np.ndarray
+    val_hashes: np.ndarray
+
+
+def _pad(part: str) -> int:
+    """Newlines to append so that ``part`` ends in a blank line (:data:`BOOK_GAP`)."""
+    return max(0, len(BOOK_GAP) - (len(part) - len(part.rstrip("\n"))))
+
+
+def scan_book(source: Book | Path, cache: Path, val_fraction: float) -> BookScan:
+    """Pass 1 for one book (a :class:`Book` or a ``.txt`` path): read and normalize it, choose
+    the cut, count its characters, hash its paragraphs; the text goes to ``cache``."""
+    book = source if isinstance(source, Book) else read_book_file(source)
+    text, brk = book.text, book.paragraph_break
+    cut = split_point(text, val_fraction)
+    cache.write_text(text, encoding="utf-8")
+    codes, counts = np.unique(np.frombuffer(text.encode("utf-32-le"), "<u4"), return_counts=True)
+    scan = scan_paragraphs(text, brk, DUPLICATE_MIN_CHARS)
+    train_hashes, val_hashes = split_scan(scan, text, brk, cut, DUPLICATE_MIN_CHARS)
+    return BookScan(
+        book.name, brk, len(text), cut, (_pad(text[:cut]), _pad(text[cut:])), cache,
+        dict(zip(map(chr, codes.tolist()), counts.tolist())), scan, train_hashes, val_hashes,
+    )  # fmt: skip
+
+
+def describe(source: str, kind: str, scans, val_fraction: float) -> tuple[dict, list]:
+    """``meta.json`` (vocabulary, per-book sizes and spans, the split rule, the audit) from the
+    first pass's scans, consumed as they arrive; returns ``(meta, scans)``."""
+    counts: Counter = Counter()
+    tally = DuplicateTally()
+    kept = []
+    for scan in scans:
+        counts.update(scan.counts)
+        tally.add(scan.name, scan.paragraphs)
+        scan.paragraphs = None  # done with it: keep the first pass's memory small
+        kept.append(scan)
+    scans = kept
+    itos = sorted(counts)
+    books, pos = [], {"train": 0, "val": 0}
+    for scan in scans:
+        entry = {"name": scan.name, "chars": scan.chars, "train_chars": scan.cut,
+                 "val_chars": scan.chars - scan.cut}  # fmt: skip
+        for split, size, pad in (("train", scan.cut, scan.pads[0]),
+                                 ("val", scan.chars - scan.cut, scan.pads[1])):  # fmt: skip
+            entry[f"{split}_span"] = [pos[split], pos[split] + size]
+            pos[split] += size + pad
+        books.append(entry)
+
+    def paragraph_text(book: int, index: int) -> str:
+        text = scans[book].cache.read_text(encoding="utf-8")
+        return text.split(scans[book].paragraph_break)[index]
+
+    return {
+        "format": FORMAT_VERSION, "source": source, "source_kind": kind,
+        "dtype": ids_dtype(len(itos)).name, "vocab_size": len(itos), "itos": itos,
+        "train_tokens": pos["train"], "val_tokens": pos["val"],
+        "split": {
+            "val_fraction": val_fraction,
+            "rule": "per book: train = its first ~90% of characters, val = the rest, cut at the "
+            "paragraph (else line) start nearest the mark within 2% of the book",
+            "book_gap": "each part is padded with newlines to end in a blank line",
+        },
+        "books": books,
+        "audit": {
+            "characters": sum(s.chars for s in scans),
+            "duplicate_min_chars": DUPLICATE_MIN_CHARS,
+            "duplicates": tally.result(paragraph_text),
+            "val_in_train": leaked([s.val_hashes for s in scans], [s.train_hashes for s in scans]),
+            "rare_max_count": RARE_MAX_COUNT,
+            "rare_characters": rare_characters(counts),
+        },
+    }, scans  # fmt: skip
