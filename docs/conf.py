@@ -41,6 +41,7 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
+html_js_files = ["course.js"]  # display equations a little too wide scale down to fit
 html_favicon = "_static/favicon.svg"
 html_context = {"default_mode": "auto"}  # light or dark as the reader's system says; toggle
 html_copy_source = False  # each lesson and lab page links the committed notebook instead
@@ -49,6 +50,7 @@ html_theme_options = {
     "home_page_in_toc": True,
     "show_toc_level": 2,
     "use_download_button": False,
+    "navbar_persistent": [],  # one search box: the sidebar's (the header bar held a second)
     "repository_url": REPOSITORY,
     "repository_branch": BRANCH,
     "path_to_docs": "",  # the sources mirror the repository: notebooks/NN_x.ipynb, labs/...

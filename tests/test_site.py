@@ -216,6 +216,19 @@ return {count: answers.length, visible: answers.filter(a => a.checkVisibility())
 """
 
 
+# The search buttons and fields a reader sees on a page (the search dialog's stays hidden).
+SEARCH_BOXES = """
+return [...document.querySelectorAll(".search-button, .search-button-field, form.bd-search")]
+  .filter(e => e.checkVisibility({visibilityProperty: true})).length;
+"""
+
+# The backgrounds of a page's HTML outputs.
+HTML_OUTPUT_BACKGROUNDS = """
+return [...document.querySelectorAll("div.cell_output .output.text_html")]
+  .map(e => getComputedStyle(e).backgroundColor);
+"""
+
+
 @pytest.fixture(scope="module")
 def served(built):
     handler = functools.partial(_QuietHandler, directory=str(built))
@@ -329,6 +342,10 @@ def test_every_page_works_offline_in_a_real_browser(
     )
     assert any(url.endswith("notebooks/03_block_assembly.html") for url in results), results
 
+    # One search box on a page: the sidebar's (the theme's header bar held a second one).
+    browser.get(served + "notebooks/02_attention.html")
+    assert browser.execute_script(SEARCH_BOXES) == 1
+
     # The light/dark toggle switches the theme.
     browser.get(served + "index.html")
     themes = []
@@ -338,6 +355,12 @@ def test_every_page_works_offline_in_a_real_browser(
         themes.append(browser.execute_script("return document.documentElement.dataset.theme"))
     assert themes == ["dark", "light"]
 
+    # In dark mode the HTML outputs (the quiz) are not left in light boxes.
+    browser.get(served + "notebooks/02_attention.html")
+    browser.execute_script("document.documentElement.dataset.theme = 'dark'")
+    backgrounds = browser.execute_script(HTML_OUTPUT_BACKGROUNDS)
+    assert backgrounds and set(backgrounds) == {"rgba(0, 0, 0, 0)"}, backgrounds
+
     shots = tmp_path_factory.mktemp("screenshots")
     for name, page in (("home", "index.html"), ("lesson-02", "notebooks/02_attention.html")):
         browser.get(served + page)
@@ -346,3 +369,68 @@ def test_every_page_works_offline_in_a_real_browser(
     with capsys.disabled():  # the paths show in every run's log, not only on failure
         print(f"\nsite browser test: {len(pages)} pages in {time.perf_counter() - start:.0f} s")
         print(f"screenshots: {shots / 'home.png'} {shots / 'lesson-02.png'}")
+
+
+# The code, output, display-equation and table boxes of a lesson or lab page that are wider than
+# the article's column or scroll sideways inside themselves, the wide figures drawn narrower than
+# the column, and whether the page itself scrolls sideways (after course.js fits the equations).
+FIT_CHECKS = """
+const done = arguments[arguments.length - 1];
+(window.courseMathFitted || Promise.resolve()).then(() => {
+  const article = document.querySelector("article.bd-article");
+  const style = getComputedStyle(article), box = article.getBoundingClientRect();
+  const left = box.left + parseFloat(style.paddingLeft);
+  const right = box.right - parseFloat(style.paddingRight), column = right - left;
+  const name = e => `${e.tagName.toLowerCase()}.${[...e.classList].slice(0, 2).join(".")} ` +
+    JSON.stringify(e.textContent.trim().slice(0, 40));
+  const boxes = article.querySelectorAll("div.cell_input pre, div.cell_output pre, " +
+    "div.highlight pre, div.cell_output > .output, mjx-container[display='true'], " +
+    ".pst-scrollable-table-container");
+  const wider = [], scrolls = [], narrow = [];
+  for (const e of boxes) {
+    const r = e.getBoundingClientRect();
+    if (r.left < left - 1 || r.right > right + 1) {
+      wider.push(`${name(e)} is ${Math.round(r.width)} px in a ${Math.round(column)} px column`);
+    } else if (e.scrollWidth > e.clientWidth + 1) {
+      scrolls.push(`${name(e)} scrolls: ${e.scrollWidth} px in ${e.clientWidth} px`);
+    }
+  }
+  for (const img of article.querySelectorAll("div.cell_output img")) {
+    const width = img.getBoundingClientRect().width;
+    if (img.naturalWidth >= column && width < column - 20) {
+      narrow.push(`a ${img.naturalWidth} px figure drawn ${Math.round(width)} px wide`);
+    }
+  }
+  const page = document.scrollingElement;
+  done({wider, scrolls, narrow, page: page.scrollWidth > page.clientWidth ?
+    [`the page scrolls sideways: ${page.scrollWidth} px in ${page.clientWidth} px`] : []});
+}).catch(e => done({error: String(e)}));
+"""
+
+
+def test_code_outputs_and_equations_fit_their_column_in_a_real_browser(browser, built, served):
+    """At a desktop's 1400 px no code, output, equation or table box is wider than the column
+    or scrolls sideways; at a phone's 390 px a box may scroll inside itself (100-character code
+    lines, an equation MathJax cannot break) but none is wider than the column, and the page
+    never scrolls sideways. Wide figures fill the column at both."""
+    pages = sorted(
+        p.relative_to(built).as_posix()
+        for folder in ("notebooks", "labs")
+        for p in (built / folder).glob("*.html")
+    )
+    assert len(pages) > 20
+    problems = []
+    try:
+        for width, may_scroll in ((1400, False), (390, True)):
+            browser.set_window_size(width, 900)
+            for name in pages:
+                browser.get(served + name)
+                found = browser.execute_async_script(FIT_CHECKS)
+                if "error" in found:
+                    problems.append(f"{width} px {name}: {found['error']}")
+                    continue
+                keys = ("wider", "narrow", "page") + (() if may_scroll else ("scrolls",))
+                problems += [f"{width} px {name}: {p}" for key in keys for p in found[key]]
+    finally:
+        browser.set_window_size(1280, 900)
+    assert not problems, "\n".join(problems)
