@@ -111,9 +111,14 @@ def test_eval_batches_are_fixed(data_dir):
     assert torch.equal(a[0][0][:, 1:], a[0][1][:, :-1])  # targets are inputs shifted by one
 
 
+# Runs compared across processes ask for fp32: precision auto's bf16 probe may decide
+# differently in each process on a busy CPU with fast bf16, and the trajectories then differ.
+FP32 = ("--dtype", "fp32")
+
+
 def test_resume_after_a_crash_equals_an_uninterrupted_run(data_dir, tmp_path):
     common = ["--config", "tiny", "--data", str(data_dir), "--steps", "16",
-              "--checkpoint-every", "5", "--no-progress", "--device", "cpu"]  # fmt: skip
+              "--checkpoint-every", "5", "--no-progress", "--device", "cpu", *FP32]  # fmt: skip
     full, crashed = tmp_path / "full", tmp_path / "crashed"
     assert bookgpt.main(["train", *common, "--out", str(full)]) == 0
     # a separate process that dies after step 12: the last checkpoint is step 10
@@ -165,7 +170,7 @@ def test_resume_after_a_kill_signal_equals_an_uninterrupted_run(data_dir, tmp_pa
     of a run that was never interrupted."""
     common = ["--config", "tiny", "--data", str(data_dir), "--steps", "400",
               "--checkpoint-every", "5", "--eval-every", "100", "--no-progress",
-              "--device", "cpu"]  # fmt: skip
+              "--device", "cpu", *FP32]  # fmt: skip
     killed, full = tmp_path / "killed", tmp_path / "full"
     proc = _training_process(common, killed, until=5)  # past step 0's checkpoint
     proc.send_signal(signal.SIGKILL)
@@ -231,7 +236,7 @@ def test_ctrl_c_leaves_a_checkpoint_that_resumes_to_the_same_losses(data_dir, tm
     line; --resume then reaches the losses of a run that was never interrupted."""
     common = ["--config", "tiny", "--data", str(data_dir), "--steps", "300",
               "--checkpoint-every", "100", "--eval-every", "100", "--no-progress",
-              "--device", "cpu"]  # fmt: skip
+              "--device", "cpu", *FP32]  # fmt: skip
     stopped, full = tmp_path / "stopped", tmp_path / "full"
     proc = _training_process(common, stopped, until=0)  # step 0's checkpoint: it has begun
     time.sleep(0.3)
