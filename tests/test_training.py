@@ -463,3 +463,23 @@ def test_muon_on_an_older_torch_is_a_clear_error(monkeypatch):
         train(tiny_model(), batch_at, cfg)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         TrainConfig(steps=3, optimizer="sgd")
+
+
+def test_precision_auto_is_decided_once_and_a_resume_keeps_it(tmp_path, monkeypatch):
+    """A resumed run computes in the precision the run it continues decided, even where this
+    process's bf16 probe reads otherwise (a busy CPU's can); a fresh run decides anew."""
+    import course_utils.engine.policy as policy
+
+    cfg = TrainConfig(steps=6, warmup_steps=1, checkpoint_every=3, progress=False)
+    assert cfg.precision == "auto"
+    meta = {"project": "test"}
+    monkeypatch.setattr(policy, "prefers_bf16", lambda device, width=None: True)
+    whole = train(tiny_model(), batch_at, cfg, meta=meta)
+    train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta=meta, stop_after=4)
+    state = read_checkpoint(tmp_path / CHECKPOINT_NAME, project="test")
+    assert state["step"] == 3 and state["run"]["resolved"] == {"precision": "bf16", "device": "cpu"}
+    monkeypatch.setattr(policy, "prefers_bf16", lambda device, width=None: False)
+    resumed = train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta=meta, resume=True)
+    assert resumed.losses == whole.losses  # bf16 all the way, as the run began
+    fresh = train(tiny_model(), batch_at, cfg, meta=meta)
+    assert fresh.losses[:3] != whole.losses[:3]  # a fresh run decides anew: fp32 here

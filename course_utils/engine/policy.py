@@ -1,8 +1,9 @@
 """How a run computes: bf16 autocast or fp32, compiled or eager. One function decides each.
 
-:func:`uses_bf16` decides the precision and :func:`uses_compile` whether to compile;
-:func:`build_net` applies both decisions to a model (wrapped in DDP when asked) and returns a
-:class:`Net` that records what it decided, so no other code has to probe a compiled module.
+:func:`uses_bf16` decides the precision (:func:`resolved_precision`: once per run, kept on
+resume) and :func:`uses_compile` whether to compile; :func:`build_net` applies both decisions to
+a model (wrapped in DDP when asked) and returns a :class:`Net` that records what it decided, so
+no other code has to probe a compiled module.
 """
 
 from __future__ import annotations
@@ -29,6 +30,20 @@ def uses_bf16(device: torch.device, precision: str, width: int | None = None) ->
     """Whether the forward pass of a model ``width`` wide runs under bf16 autocast for
     ``precision`` on ``device``."""
     return precision == "bf16" or (precision == "auto" and prefers_bf16(device, width))
+
+
+def resolved_precision(
+    device: torch.device, precision: str, width: int | None = None, saved: dict | None = None
+) -> str:
+    """``precision`` as a run computes it, ``"bf16"`` or ``"fp32"``: ``auto`` is decided once
+    per run and, on a resume on the same kind of device, kept as the checkpoint's record of it
+    (``saved``), so a continued run does not change precision because this process measured bf16
+    otherwise (a busy CPU's probe can)."""
+    if precision != "auto":
+        return precision
+    if saved and saved.get("device") == device.type and saved.get("precision") in PRECISIONS[1:]:
+        return saved["precision"]
+    return "bf16" if uses_bf16(device, "auto", width) else "fp32"
 
 
 def model_width(model: nn.Module) -> int | None:

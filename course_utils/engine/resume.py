@@ -25,12 +25,13 @@ EXTEND_HELP = (
 EXTENDABLE = ("steps", "warmup_steps")  # what extend may change: the schedule stays the saved one
 
 
-def run_record(config, schedule) -> dict:
-    """What a checkpoint records of its training config: the fields that change the run, and
-    the schedule it follows (``config``'s own unless the run was extended)."""
+def run_record(config, schedule, resolved: dict | None = None) -> dict:
+    """What a checkpoint records of its training config: the fields that change the run, the
+    schedule it follows (``config``'s own unless the run was extended) and what the run
+    ``resolved`` of its choices (precision ``auto``); a resume keeps the last two."""
     record = {name: getattr(config, name) for name in RUN_FIELDS}
     planned = {name: getattr(schedule, name) for name in EXTENDABLE}
-    return _plain({**record, "schedule": planned})
+    return _plain({**record, "schedule": planned, "resolved": resolved or {}})
 
 
 def _plain(value):
@@ -54,7 +55,7 @@ def first_difference(saved: dict, now: dict, *, extend: bool) -> tuple[str, obje
     warmup differ: an extended run keeps its saved schedule)."""
     old, new = _flat(_plain(saved), ""), _flat(_plain(now), "")
     for key in [*old, *(k for k in new if k not in old)]:
-        if key.startswith("train.schedule."):
+        if key.startswith(("train.schedule.", "train.resolved.")):  # kept, not compared
             continue
         a, b = old.get(key), new.get(key)
         name = key.split(".")[-1]

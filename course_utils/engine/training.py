@@ -47,6 +47,7 @@ from .policy import (
     build_net,
     compile_for,
     model_width,
+    resolved_precision,
     uses_bf16,
     uses_compile,
 )
@@ -112,6 +113,8 @@ class Trainer:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.meta = dict(meta or {})
         state = self._resume_state(resume, extend)
+        saved = ((state or {}).get("run") or {}).get("resolved")
+        self.precision = resolved_precision(self.device, config.precision, self.width, saved)
         model.to(self.device)
         if state is None:
             seed_everything(rank_seed(config.seed, self.dist.rank))  # dropout's stream
@@ -145,9 +148,15 @@ class Trainer:
             project=self.meta.get("project"), main=self.dist.main,
         )  # fmt: skip
 
+    def resolved(self) -> dict:
+        """What this run decided where its config leaves a choice (precision ``auto``), on
+        which kind of device: a resume keeps it."""
+        return {"precision": self.precision, "device": self.device.type}
+
     def _net(self, net: nn.Module | None) -> Net:
         if net is None:
-            return build_net(self.model, self.config, self.device, ddp=self.dist.enabled)
+            config = replace(self.config, precision=self.precision)  # compile follows it
+            return build_net(self.model, config, self.device, ddp=self.dist.enabled)
         return Net(net, self.model, net is not self.model, automatic=False, device=self.device)
 
     def _restore(self, state: dict) -> History:
@@ -169,7 +178,7 @@ class Trainer:
         update for one batch already on the device; returns ``[loss, grad_norm]`` as a device
         tensor: nothing is read back, so on a GPU the step never waits."""
         with self.net.repeatable():  # inductor compiles the backward lazily
-            with autocast_for(self.device, self.config.precision, self.width):
+            with autocast_for(self.device, self.precision, self.width):
                 logits = self.net(x)
             loss = self.loss_fn(logits, y)
             self.optimizer.zero_grad(set_to_none=True)
@@ -252,7 +261,7 @@ class Trainer:
         ckpt.save_checkpoint(
             self.out_dir / ckpt.CHECKPOINT_NAME, self.model, optimizer=self.optimizer,
             step=step, history=self.history.to_dict(), meta=self.meta,
-            run=run_record(self.config, self.schedule), rank_rng=rank_rng,
+            run=run_record(self.config, self.schedule, self.resolved()), rank_rng=rank_rng,
         )  # fmt: skip
         write_logs(self.out_dir, self.history)
 
