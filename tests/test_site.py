@@ -402,7 +402,7 @@ const done = arguments[arguments.length - 1];
     }
   }
   const page = document.scrollingElement;
-  done({wider, scrolls, narrow, page: page.scrollWidth > page.clientWidth ?
+  done({boxes: boxes.length, wider, scrolls, narrow, page: page.scrollWidth > page.clientWidth ?
     [`the page scrolls sideways: ${page.scrollWidth} px in ${page.clientWidth} px`] : []});
 }).catch(e => done({error: String(e)}));
 """
@@ -429,6 +429,8 @@ def test_code_outputs_and_equations_fit_their_column_in_a_real_browser(browser, 
                 if "error" in found:
                     problems.append(f"{width} px {name}: {found['error']}")
                     continue
+                if not found["boxes"]:  # the selectors must still find the page's boxes
+                    problems.append(f"{width} px {name}: no code, output or equation box found")
                 keys = ("wider", "narrow", "page") + (() if may_scroll else ("scrolls",))
                 problems += [f"{width} px {name}: {p}" for key in keys for p in found[key]]
     finally:
