@@ -238,3 +238,48 @@ def test_cli_reports_bad_checkpoints_and_arguments(tmp_path, capsys):
     assert "--n" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         sumgpt.main(["fly"])
+
+
+def test_recipes_compose_the_engines_and_the_models_configs():
+    lesson = sumgpt.get_recipe("lesson")
+    assert lesson.model == sumgpt.sumgpt_config() and lesson.batch_size == 128
+    assert sumgpt.train_config() == lesson.train  # the lesson's recipe is the default
+    named = {k: sumgpt.DEFAULT_TRAIN[k] for k in ("steps", "batch_size", "lr", "betas")}
+    recipe = (lesson.train.steps, lesson.batch_size, lesson.train.lr, lesson.train.betas)
+    assert tuple(named.values()) == recipe  # lesson 11 reads DEFAULT_TRAIN
+    short = sumgpt.train_config(40, lr=2e-3, warmup_steps=300)
+    assert (short.steps, short.lr, short.warmup_steps) == (40, 2e-3, 40)  # warmup within the run
+    fast = sumgpt.train_config(recipe="fast")
+    assert fast.optimizer == "muon" and fast.steps == sumgpt.RECIPES["fast"].train.steps
+    with pytest.raises(ValueError, match=r"unknown SumGPT recipe 'slow'; choose one of \['fast'"):
+        sumgpt.get_recipe("slow")
+
+
+def test_cli_trains_a_named_recipe_and_a_resume_keeps_to_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "--recipe", "fast", "--steps", "3", "--out", str(run), "--device", "cpu",
+            "--no-progress"]  # fmt: skip
+    assert sumgpt.main(argv) == 0
+    saved = torch.load(run / "ckpt.pt", weights_only=True)
+    assert "batch 128" in capsys.readouterr().out  # the recipe's batch size
+    assert sumgpt.main(["train", *argv[3:], "--resume", "--steps", "3"]) == 2  # the lesson's
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.lr was 0.003, now 0.001" in err  # its first field
+    assert sumgpt.main([*argv, "--resume"]) == 0
+    assert torch.load(run / "ckpt.pt", weights_only=True)["step"] == saved["step"] == 3
+
+
+def test_muon_on_a_cpu_that_emulates_bf16_is_named_before_training(tmp_path, capsys, monkeypatch):
+    from course_utils.engine import optimizer
+
+    for klass, expected in (("avx2", True), ("avx512", True), ("avx512_bf16", False)):
+        monkeypatch.setattr(optimizer.cpu, "cpu_class", lambda klass=klass: klass)
+        note = optimizer.muon_cost_note("muon", "cpu")
+        assert (note is not None) == expected, klass
+        assert optimizer.muon_cost_note("adamw", "cpu") is None
+    monkeypatch.setattr(optimizer.cpu, "cpu_class", lambda: "avx2")
+    argv = ["train", "--recipe", "fast", "--steps", "1", "--out", str(tmp_path / "r"),
+            "--device", "cpu", "--no-progress"]  # fmt: skip
+    assert sumgpt.main(argv) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("note: this avx2 CPU emulates bf16") and "--recipe lesson" in first

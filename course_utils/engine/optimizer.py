@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..core import cpu
+
 
 def configure_optimizer(
     model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99), fused: bool | None = None
@@ -128,3 +130,17 @@ def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     if not grads:
         return torch.zeros(())
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
+def muon_cost_note(optimizer: str, device) -> str | None:
+    """``torch.optim.Muon`` runs its Newton-Schulz iterations in bf16 whatever the run's
+    precision, so on a CPU that emulates bf16 (AVX2, AVX-512 without bf16) they cost far more
+    than the rest of the step: a one-line note saying so there, else None."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if optimizer != "muon" or device.type != "cpu" or cpu.cpu_class() not in cpu.NO_BF16_CLASSES:
+        return None
+    return (
+        f"note: this {cpu.cpu_class()} CPU emulates bf16, which torch.optim.Muon's Newton-Schulz "
+        f"iterations run in: expect each step to take several times an AdamW step (the README's "
+        f"results); --optimizer adamw (sumgpt: --recipe lesson) trains faster here"
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from ..core.tokenizer import CharTokenizer
 from ..engine import checkpoint
 from ..engine.checkpoint import CheckpointError
 from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
+from ..engine.optimizer import muon_cost_note
 from ..engine.resume import EXTEND_HELP
 from ..engine.training import TrainConfig, train
 
@@ -303,27 +305,66 @@ def load_checkpoint(path, device=None) -> tuple[GPT, dict]:
 
 # ----------------------------------------------------------------------------- training
 
-# Settings found with benchmarks/sumgpt_time_to_accuracy.py and seed sweeps at 1 and 2 threads
-# (the README's results): how long the model stays on its loss plateau varies with the seed and
-# the thread count, and a run that leaves it late does not finish. With beta2 = 0.99 and 1,200
-# steps one seed of eight stayed on it; beta2 = 0.95 (the second-moment estimate forgets the
-# large early gradients within ~20 steps, so the small gradients of the plateau get larger steps)
-# helped, but at 1,200 steps one seed of eight still failed on one thread. With 2,000 steps every
-# seed 0-7 passed 99.9% on 10,000 held-out sums, on 1 and on 2 threads, within 1,000-1,600 steps.
+
+@dataclass(frozen=True)
+class Recipe:
+    """One way to train SumGPT: the model's :class:`GPTConfig`, the engine's
+    :class:`TrainConfig` and the batch size (SumGPT's own: the engine takes batches, not a size).
+    Chosen with seed sweeps at 1 and 2 threads (``benchmarks/sumgpt_time_to_accuracy.py``; the
+    README's results say how each recipe fared)."""
+
+    name: str
+    model: GPTConfig
+    train: TrainConfig
+    batch_size: int
+
+
+RECIPES: dict[str, Recipe] = {
+    # AdamW with beta2 0.95 (it forgets the large early gradients within ~20 steps, so the small
+    # ones of the loss plateau take larger steps) and a cosine long enough for a seed that
+    # leaves the plateau late; what lesson 11 trains (in fp32) and ``sumgpt train`` by default
+    "lesson": Recipe(
+        "lesson", sumgpt_config(),
+        TrainConfig(steps=2000, lr=1e-3, warmup_steps=100, weight_decay=0.1, betas=(0.9, 0.95),
+                    desc="SumGPT"),
+        batch_size=128,
+    ),
+    # Muon (torch.optim.Muon) for the hidden matrices, AdamW for embeddings, norms and biases,
+    # as the modded-nanogpt speedruns train; fewer updates to 99.9% than the lesson's recipe
+    "fast": Recipe(
+        "fast", sumgpt_config(),
+        TrainConfig(steps=1000, lr=3e-3, warmup_steps=100, weight_decay=0.0, betas=(0.9, 0.95),
+                    optimizer="muon", muon_lr=0.02, desc="SumGPT fast"),
+        batch_size=128,
+    ),
+}  # fmt: skip
+DEFAULT_RECIPE = "lesson"
+_LESSON = RECIPES[DEFAULT_RECIPE]
+# the lesson's numbers by name, as lesson 11 reads them
 DEFAULT_TRAIN = dict(
-    steps=2000, batch_size=128, lr=1e-3, warmup_steps=100, weight_decay=0.1, betas=(0.9, 0.95)
-)
+    steps=_LESSON.train.steps, batch_size=_LESSON.batch_size, lr=_LESSON.train.lr,
+    warmup_steps=_LESSON.train.warmup_steps, weight_decay=_LESSON.train.weight_decay,
+    betas=_LESSON.train.betas,
+)  # fmt: skip
 
 
-def train_config(steps: int = DEFAULT_TRAIN["steps"], **overrides) -> TrainConfig:
-    """The engine's settings for SumGPT: :data:`DEFAULT_TRAIN` with ``overrides`` applied, and
-    the engine's defaults otherwise: precision ``auto``, bf16 autocast on CUDA and on CPUs where
-    it measures faster (the 2,000 steps passed every seed 0-7 in bf16 as in fp32, at 1 and 2
-    threads: the README's results). Lesson 11 asks for fp32, the same on every CPU."""
-    base = {k: v for k, v in DEFAULT_TRAIN.items() if k not in ("steps", "batch_size")}
-    settings = {**base, "desc": "SumGPT", **overrides}
-    settings["warmup_steps"] = min(settings["warmup_steps"], steps)
-    return TrainConfig(steps=steps, **settings)
+def get_recipe(name: str = DEFAULT_RECIPE) -> Recipe:
+    """A named recipe; an unknown name is refused with the names there are."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown SumGPT recipe {name!r}; choose one of {sorted(RECIPES)}")
+    return RECIPES[name]
+
+
+def train_config(
+    steps: int | None = None, *, recipe: str = DEFAULT_RECIPE, **overrides
+) -> TrainConfig:
+    """The engine's settings of a recipe (the lesson's by default) with ``steps`` (default: the
+    recipe's) and ``overrides`` applied; the warmup never outlasts the run. Precision ``auto``
+    unless overridden: bf16 autocast where it measures faster; lesson 11 asks for fp32."""
+    base = get_recipe(recipe).train
+    steps = base.steps if steps is None else steps
+    warmup = min(overrides.pop("warmup_steps", base.warmup_steps), steps)
+    return replace(base, steps=steps, warmup_steps=warmup, **overrides)
 
 
 def exact_match_evaluation(n: int = 1000, seed: int = 0, reverse: bool = True):
@@ -337,10 +378,11 @@ def exact_match_evaluation(n: int = 1000, seed: int = 0, reverse: bool = True):
 
 
 def train_sumgpt(
-    steps: int = DEFAULT_TRAIN["steps"],
+    steps: int | None = None,
     *,
+    recipe: str = DEFAULT_RECIPE,
     seed: int = 0,
-    batch_size: int = DEFAULT_TRAIN["batch_size"],
+    batch_size: int | None = None,
     reverse: bool = True,
     mask: bool = True,
     device=None,
@@ -353,15 +395,18 @@ def train_sumgpt(
     extend: bool = False,
     **train_options,
 ):
-    """Build the model under ``seed`` and train it with the engine; returns ``(model, history)``.
+    """Build the model under ``seed`` and train it with the engine as ``recipe`` says (its
+    steps, batch size and model unless given); returns ``(model, history)``.
 
     Every ``eval_every`` steps (and after the last) the history records ``exact_match`` on
     ``eval_n`` held-out sums; ``stop_at`` stops training once that reaches the threshold. The
     other keyword arguments are :class:`~course_utils.engine.training.TrainConfig` fields.
     """
+    chosen = get_recipe(recipe)
+    batch_size = chosen.batch_size if batch_size is None else batch_size
     device = torch.device(device) if device is not None else pick_device()
-    model = build_model(GPT, config or sumgpt_config(), seed=seed, device=device)
-    run = train_config(steps, seed=seed, **train_options)
+    model = build_model(GPT, config or chosen.model, seed=seed, device=device)
+    run = train_config(steps, recipe=recipe, seed=seed, **train_options)
     meta = {"project": PROJECT, "reverse": reverse, "mask": mask, "batch_size": batch_size}
     stop = None if stop_at is None else (lambda row: row["exact_match"] >= stop_at)
     history = train(
@@ -389,19 +434,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Train SumGPT (answers units first, loss masked before '=') and write ckpt.pt, log.csv "
         "and log.json into --out.", TRAIN_EXAMPLE,
     )  # fmt: skip
-    tr.add_argument("--steps", type=int, default=DEFAULT_TRAIN["steps"], help="updates")
+    tr.add_argument(
+        "--recipe", choices=sorted(RECIPES), default=DEFAULT_RECIPE,
+        help="the model, optimizer, schedule and batch size (default: lesson 11's; fast: Muon, "
+        "1,000 steps); the options below change one part of it",
+    )  # fmt: skip
+    tr.add_argument("--steps", type=int, default=None, help="updates (default: the recipe's)")
     tr.add_argument("--seed", type=int, default=0, help="model init and data order")
     tr.add_argument("--device", default=None, help="cpu, cuda, mps (default: the best there is)")
     tr.add_argument("--out", type=Path, default=Path("runs/sumgpt"), help="run folder")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out")
     tr.add_argument("--extend", action="store_true", help=EXTEND_HELP)
-    tr.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help=OPTIMIZER_HELP)
+    tr.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=OPTIMIZER_HELP)
     tr.add_argument(
         "--checkpoint-every", type=int, default=0,
         help="also write ckpt.pt every N steps (default 0: at the end only)",
     )  # fmt: skip
-    tr.add_argument("--batch-size", type=int, default=DEFAULT_TRAIN["batch_size"])
-    tr.add_argument("--lr", type=float, default=DEFAULT_TRAIN["lr"], help="peak learning rate")
+    tr.add_argument("--batch-size", type=int, default=None, help="default: the recipe's")
+    tr.add_argument("--lr", type=float, default=None, help="peak learning rate (the recipe's)")
     tr.add_argument("--dtype", choices=("auto", "bf16", "fp32"), default="auto",
                     help="auto (default): bf16 autocast on CUDA and where a CPU measures it "
                     "faster (python -m course_utils doctor says), fp32 elsewhere")  # fmt: skip
@@ -436,17 +486,23 @@ def _report(model, a, b, reverse) -> float:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    if args.steps < 1 or args.batch_size < 1:
+    recipe = get_recipe(args.recipe)
+    batch_size = recipe.batch_size if args.batch_size is None else args.batch_size
+    if (args.steps is not None and args.steps < 1) or batch_size < 1:
         raise ValueError("--steps and --batch-size must be >= 1")
+    chosen = {k: v for k, v in dict(lr=args.lr, optimizer=args.optimizer).items() if v is not None}
     device = pick_device(args.device)
+    note = muon_cost_note(chosen.get("optimizer", recipe.train.optimizer), device)
+    if note:
+        print(note)
     model, history = train_sumgpt(
-        args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
+        args.steps, recipe=args.recipe, seed=args.seed, batch_size=batch_size,
         precision=args.dtype, compile=args.compile, device=device,
         progress=not args.no_progress, out_dir=args.out, resume=args.resume,
-        extend=args.extend, checkpoint_every=args.checkpoint_every, optimizer=args.optimizer,
+        extend=args.extend, checkpoint_every=args.checkpoint_every, **chosen,
     )  # fmt: skip
     print(
-        f"trained {history.steps:,} steps of batch {args.batch_size} in "
+        f"trained {history.steps:,} steps of batch {batch_size} in "
         f"{history.seconds:.1f} s on {device.type}; final loss {history.losses[-1]:.4f}"
     )
     accuracy = _report(model, *heldout_pairs(1000, seed=0), reverse=True)
