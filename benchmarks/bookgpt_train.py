@@ -12,9 +12,9 @@ follows the fraction of the budget spent (``lr_at_progress``), so each run's sch
 its time does and a faster implementation simply takes more steps. Rows:
 
 * ``ours``: :class:`course_utils.core.model.GPT` with the engine's default settings
-  (``TrainConfig``: precision ``auto``, which is bf16 autocast on CUDA and on CPUs with AMX,
-  fp32 on other CPUs; compiled where ``uses_compile`` says, i.e. bf16 on a CPU for a budget of
-  two minutes or more, its compile time counted; its AdamW kernel).
+  (``TrainConfig``: precision ``auto``, which is bf16 autocast on CUDA and on CPUs where the
+  probe measures it faster, fp32 on the others; compiled where ``uses_compile`` says, i.e. bf16
+  on a CPU for a budget of two minutes or more, its compile time counted; its AdamW kernel).
 * ``ours-fp32``: the same in fp32 whatever the hardware (fused attention).
 * ``hf``: ``transformers.GPT2LMHeadModel`` at the same shape (exact GELU, no dropout, tied head,
   SDPA attention) holding a copy of ours's initial weights: the same parameter count (asserted
@@ -29,14 +29,13 @@ of training, 3x the forward count of :mod:`course_utils.core.flops`, per second 
 1024 x 1024 matmul rate in the row's dtype), and the validation loss after the budget on 32 fixed
 batches of the per-book validation split. Before training, a paired throughput check alternates
 ``--pairs`` rounds of ``--pair-steps`` updates between ``ours`` and ``hf``, so the two see the
-same machine load (100 updates: one to two seconds a round on 2 cores; rounds of 20 read 1.48 to
-1.53 where rounds of 100 read 1.51 to 1.55, with an outlier round at 1.01); its median ratio is
-the tokens/s figure compared with the target (>= 1.5); the other target is the validation loss of
-``ours`` after 3 minutes (<= 1.16). ``--strict`` exits with 1 when a target is missed.
+same machine load (rounds of 100 updates: shorter rounds read noisier); its median ratio is the
+tokens/s figure compared with the target (>= 1.5 where bf16 is fast, AMX and AVX512_BF16; >= 1.2
+on the other classes); the other target is the validation loss of ``ours`` after 3 minutes (<=
+1.16). ``--strict`` exits with 1 when a target is missed.
 
 ``transformers`` is a development-only dependency (``pip install -e '.[instructor,dev]'``); on a
-shared
-2-core CPU run with ``OMP_WAIT_POLICY=PASSIVE`` (see sumgpt_time_to_accuracy.py).
+shared 2-core CPU run with ``OMP_WAIT_POLICY=PASSIVE`` (see sumgpt_time_to_accuracy.py).
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from course_utils.core import cpu
 from course_utils.core.device import pick_device
 from course_utils.core.flops import matmul_throughput, training_flops
 from course_utils.core.model import GPT, GPTConfig
@@ -71,7 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cpu_classes  # noqa: E402  (a sibling benchmark module)
 
 ROWS = ("ours", "ours-fp32", "hf", "ours-bf16", "hf-bf16")
-TARGET_RATIO = 1.5
+RATIO_TARGETS = {"amx": 1.5, "avx512_bf16": 1.5}  # ours/HF tokens/s where bf16 is fast; else 1.2
 TARGET_LOSS = 1.16  # nats per character on the validation split, after 3 minutes on 2 CPU cores
 
 
@@ -295,6 +295,11 @@ def train_rows(rows, cfg, gpt_config, batches, val_batches, device, minutes) -> 
     return results, peaks
 
 
+def ratio_target() -> float:
+    """The tokens/s target of this CPU class (as emulated): 1.5 where bf16 is fast, else 1.2."""
+    return RATIO_TARGETS.get(cpu.cpu_class(), 1.2)
+
+
 def report(results, peaks, ratios, minutes: float) -> bool:
     """Print the table and the verdicts; True when every target that was measured is met."""
     print(f"\n| row | updates in {minutes:g} min | tokens/s | MFU | val loss (nats/char) |")
@@ -306,10 +311,12 @@ def report(results, peaks, ratios, minutes: float) -> bool:
     ))  # fmt: skip
     met = True
     if ratios:
-        ratio = statistics.median(ratios)
-        met &= ratio >= TARGET_RATIO
-        verdict = "met" if ratio >= TARGET_RATIO else "MISSED"
-        print(f"target tokens/s ours/HF >= {TARGET_RATIO}: {ratio:.3f} ({verdict})")
+        ratio, target = statistics.median(ratios), ratio_target()
+        met &= ratio >= target
+        verdict = "met" if ratio >= target else "MISSED"
+        print(
+            f"target tokens/s ours/HF on {cpu.cpu_class()} >= {target:g}: {ratio:.3f} ({verdict})"
+        )
     ours = next((r for r in results if r[0] == "ours"), None)
     if ours is not None:
         met &= ours[4] <= TARGET_LOSS
