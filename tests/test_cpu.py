@@ -2,6 +2,7 @@
 variables the way oneDNN and ATen do, and a probe is measured once per machine and remembered."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -189,3 +190,31 @@ def test_a_probe_disturbed_by_other_programs_is_used_but_not_kept(tmp_path, monk
     assert cpu.bf16_probe(16).faster  # used in this process
     assert "busy: not kept" in capsys.readouterr().err
     assert not (tmp_path / "bf16_probe.json").exists()  # and measured again by the next one
+
+
+def test_a_probe_while_other_programs_take_the_cpus_is_not_kept(tmp_path, monkeypatch, capsys):
+    # Steady rounds that read bf16 no faster, as every small step waits for a core on a busy
+    # machine: the CPUs' clock ticks show others took them, so the answer is not cached.
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    steady = iter([0.100, 0.090] * 7)
+    monkeypatch.setattr(cpu, "_mlp_step", lambda mlp, x, bf16: next(steady))
+    hz = os.sysconf("SC_CLK_TCK")
+    readings = iter([(1000, 2000), (1000 + 2 * hz, 2000 + 2 * hz)])  # 1 s of 2 CPUs, all busy
+    monkeypatch.setattr(cpu, "cpu_ticks", lambda: next(readings))
+    probe = cpu.measure_bf16(16, rows=8, rounds=6)
+    assert probe.noisy and not probe.faster
+    monkeypatch.setattr(cpu, "measure_bf16", lambda width: probe)
+    cpu.bf16_probe(16)
+    assert "busy: not kept" in capsys.readouterr().err
+    assert not (tmp_path / "bf16_probe.json").exists()
+
+
+def test_the_share_of_other_programs_is_the_busy_time_less_ours():
+    hz = os.sysconf("SC_CLK_TCK")
+    before, after = (0, 0), (3 * hz, 4 * hz)  # 4 CPU-seconds passed, 3 of them busy
+    assert cpu.others_share(before, after, own_seconds=1.0) == pytest.approx(0.5)
+    assert cpu.others_share(before, after, own_seconds=3.5) == 0.0  # ticks are coarse
+    assert cpu.others_share(before, (5, 5), own_seconds=0.0) is None  # too short to tell
+    assert cpu.others_share(None, after, own_seconds=0.0) is None  # no /proc/stat
+    busy, total = cpu.cpu_ticks()
+    assert 0 <= busy <= total

@@ -48,6 +48,11 @@ PROBE_ROWS = 1024  # rows of activations: 16 windows of 64 characters
 PROBE_ROUNDS = 5
 FAST_ENOUGH = 1.25  # bf16 counts as faster when its step takes at most 1/1.25 of fp32's
 STEADY = 1.5  # rounds whose slowest took over 1.5x the fastest were disturbed: not kept
+# Other programs that took over a quarter of all CPUs' time during the probe disturbed it even
+# when its rounds agree: a busy machine slows every small step alike (each waits for a core), so
+# bf16 and fp32 read about equal and a bf16 CPU would be cached as fp32 for good.
+BUSY = 0.25
+MIN_TICKS = 10  # a shorter probe (in clock ticks of all CPUs together) is too short to tell
 
 
 def hardware_class() -> str:
@@ -122,11 +127,12 @@ def measure_bf16(width: int, rows: int = PROBE_ROWS, rounds: int = PROBE_ROUNDS)
     """Time a model's MLP (``width`` -> 4 x ``width`` -> ``width``, GELU between) in fp32 and
     under bf16 autocast, alternating after a warm-up, and keep each one's fastest round (the
     least disturbed by other programs); stop early when bf16 is plainly slower (an emulated bf16
-    matmul takes many times as long). Rounds that spread over :data:`STEADY` mark the probe
-    noisy."""
+    matmul takes many times as long). Rounds that spread over :data:`STEADY`, or other programs
+    that took over :data:`BUSY` of the CPUs meanwhile, mark the probe noisy."""
     generator = torch.Generator().manual_seed(0)
     mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
     x = torch.randn(rows, width, generator=generator)
+    ticks, own = cpu_ticks(), time.process_time()
     times: dict[bool, list[float]] = {False: [], True: []}
     for bf16 in (False, True):
         times[bf16].append(_mlp_step(mlp, x, bf16))  # warm-up: kernels chosen, caches filled
@@ -136,7 +142,31 @@ def measure_bf16(width: int, rows: int = PROBE_ROWS, rounds: int = PROBE_ROUNDS)
     rounds_of = {k: times[k][1:] or times[k] for k in times}
     fp32, bf16 = (min(rounds_of[k]) for k in (False, True))
     noisy = any(max(r) > STEADY * min(r) for r in rounds_of.values() if len(r) > 1)
-    return BF16Probe(width, fp32, bf16, cpu_class(), noisy)
+    others = others_share(ticks, cpu_ticks(), time.process_time() - own)
+    return BF16Probe(width, fp32, bf16, cpu_class(), noisy or (others or 0.0) > BUSY)
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, all) clock ticks of the machine's CPUs together since boot, from Linux's
+    ``/proc/stat`` (a hypervisor's steal counts as busy); None where there is no such file."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+        user, nice, system, idle, iowait, irq, softirq, steal = fields
+    except (OSError, ValueError):
+        return None
+    return user + nice + system + irq + softirq + steal, sum(fields)
+
+
+def others_share(before, after, own_seconds: float) -> float | None:
+    """The share of all CPUs' time between two :func:`cpu_ticks` readings that went to other
+    programs (the busy time less this process's ``own_seconds``); None when either reading is
+    missing or the interval is under :data:`MIN_TICKS`."""
+    if before is None or after is None or after[1] - before[1] < MIN_TICKS:
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    busy, total = ((a - b) / hz for a, b in zip(after, before))
+    return max(0.0, busy - own_seconds) / total
 
 
 def cache_file() -> Path:
