@@ -96,6 +96,8 @@ def test_the_cache_key_changes_with_the_emulated_class_and_threads(amx_host):
         assert cpu.probe_key(64) != plain
     finally:
         torch.set_num_threads(threads)
+    amx_host.setattr(cpu, "PROBE_VERSION", cpu.PROBE_VERSION + 1)  # an older probe's answers
+    assert cpu.probe_key(64) != plain
 
 
 def test_a_corrupt_cache_is_measured_again(tmp_path, monkeypatch, capsys):

@@ -53,6 +53,9 @@ STEADY = 1.5  # rounds whose slowest took over 1.5x the fastest were disturbed: 
 # bf16 and fp32 read about equal and a bf16 CPU would be cached as fp32 for good.
 BUSY = 0.25
 MIN_TICKS = 10  # a shorter probe (in clock ticks of all CPUs together) is too short to tell
+# Part of every cache key: raised when the probe changes, so answers an older probe kept (one
+# may have been measured on a busy machine before BUSY was checked) are measured again.
+PROBE_VERSION = 2
 
 
 def hardware_class() -> str:
@@ -180,11 +183,13 @@ def cache_file() -> Path:
 
 
 def probe_key(width: int) -> str:
-    """What a probe's answer depends on: the CPU, its emulated class, torch, threads, width."""
+    """What a probe's answer depends on: the CPU, its emulated class, torch, threads, width, and
+    the probe's own version."""
     isa = next((os.environ[v] for v in ISA_ENV if os.environ.get(v)), "")
     cpu = platform.processor() or platform.machine()
     parts = [cpu, _cpu_model(), hardware_class(), isa, os.environ.get(ATEN_ENV, ""),
-             torch.__version__, str(torch.get_num_threads()), str(width)]  # fmt: skip
+             torch.__version__, str(torch.get_num_threads()), str(width),
+             f"v{PROBE_VERSION}"]  # fmt: skip
     return "|".join(parts)
 
 
