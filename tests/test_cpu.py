@@ -3,6 +3,7 @@ variables the way oneDNN and ATen do, and a probe is measured once per machine a
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,5 +219,6 @@ def test_the_share_of_other_programs_is_the_busy_time_less_ours():
     assert cpu.others_share(before, after, own_seconds=3.5) == 0.0  # ticks are coarse
     assert cpu.others_share(before, (5, 5), own_seconds=0.0) is None  # too short to tell
     assert cpu.others_share(None, after, own_seconds=0.0) is None  # no /proc/stat
-    busy, total = cpu.cpu_ticks()
-    assert 0 <= busy <= total
+    ticks = cpu.cpu_ticks()  # None off Linux, where the share is not checked
+    assert ticks is None or 0 <= ticks[0] <= ticks[1]
+    assert ticks is not None or not Path("/proc/stat").exists()
