@@ -530,3 +530,59 @@ def test_a_meta_json_cut_short_is_refused_with_the_fix(tmp_path):
     (out / "meta.json").write_text((out / "meta.json").read_text()[:100])
     with pytest.raises(C.CorpusNotPreparedError, match="not readable JSON.*prepare it again"):
         C.load_split(out, "val")
+
+
+def test_every_kind_of_trailing_whitespace_is_stripped_and_blank_runs_collapse():
+    """normalize_text finds lines to fix by their last byte: every character str.rstrip strips
+    must be found (none lies above U+3000, where the byte table stops), and a character that
+    merely ends in such a byte stays."""
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace() and c != 10]
+    assert max(map(ord, spaces)) <= 0x3000
+    for ws in spaces:
+        text = f"line{ws}\nnext{ws}{ws}\n{ws}\n\n\nlast{ws}"
+        assert C.normalize_text(text) == "line\nnext\n\nlast\n", repr(ws)
+    kept = "Æ ends in 0x86\nÆ\nwords\n"  # Æ is C3 86, as U+2006 ends in 0x86
+    assert C.normalize_text(kept) == kept
+
+
+def test_the_old_small_print_marker_ends_the_header_wherever_its_line_has_stars():
+    marker = "*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*"
+    text = f"licence\nmore * stars *\n{marker}\nbody\n"
+    assert C.strip_gutenberg(text).strip() == "body"
+    assert C.strip_gutenberg("no marker * here\nbody\n") == "no marker * here\nbody\n"
+
+
+def test_the_vectorized_scan_keys_every_paragraph_as_the_plain_way_does():
+    """Random texts over characters that fold to as many bytes (Æ), to fewer (ẞ to ss), that are
+    no word characters (’, —, NBSP, NUL), with more distinct non-ASCII characters than are
+    folded one by one, runs of newlines, and breaks of one and of two newlines."""
+    import random
+
+    rng = random.Random(0)
+    greek = [chr(c) for c in range(0x391, 0x3CA)]
+    pool = list("ab cD.,\n\n\t_\0") + list("ÆæẞßΣς’—\u00a0ﬁ½İ") + ["e\u0301"]
+    for trial in range(400):
+        chars = pool + (rng.sample(greek, 30) if trial % 2 else [])
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 200)))
+        for brk in ("\n\n", "\n"):
+            keys = [normalize_paragraph(p) for p in text.split(brk)]
+            scan = scan_paragraphs(text, brk, 3)
+            assert scan.index.tolist() == [i for i, k in enumerate(keys) if len(k) >= 3]
+            assert scan.hashes.tolist() == [_hash(k) for k in keys if len(k) >= 3], repr(text)
+
+
+def test_bookgpt_prepare_starts_without_importing_torch(tmp_path):
+    """`bookgpt prepare` needs numpy only: its parser comes from the corpus package, which
+    imports torch's batching on first use only (importing torch took a quarter of a 100 MB
+    prepare)."""
+    import subprocess
+    import sys
+
+    argv = ["bookgpt", "prepare", "--corpus", "default", "--out", str(tmp_path / "d")]
+    code = (
+        "import sys; from course_utils.tools.cli import main; "
+        f"status = main({argv!r}); print('torch' in sys.modules, status)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False 0"
+    assert C.batch_at is bookgpt.corpus.batch_at  # still there for the lessons, on first use

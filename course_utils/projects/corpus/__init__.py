@@ -18,11 +18,11 @@ and ``corpus.X`` are the ways in):
   processes for a large folder), written atomically;
 * :mod:`.reader`: what training reads back (``load_meta``, ``load_split``, ``load_tokenizer``);
   batches come from :mod:`course_utils.core.batching` (``get_batch``, ``batch_at``, re-exported
-  here for the lessons);
+  here for the lessons, and imported on first use: they need torch, which ``prepare`` does
+  not, so ``bookgpt prepare`` starts without it);
 * :mod:`.cli`: ``python -m course_utils bookgpt prepare --corpus default|DIR --out DIR``.
 """
 
-from ...core.batching import batch_at, get_batch
 from .audit import DUPLICATE_MIN_CHARS, RARE_MAX_COUNT, format_audit, rare_characters
 from .cli import add_prepare_parser, run_prepare
 from .format import (
@@ -62,3 +62,13 @@ __all__ = [
     "rare_characters", "read_book_file", "run_prepare", "scan_book", "split_point",
     "strip_gutenberg", "write_atomically", "write_splits",
 ]  # fmt: skip
+
+
+def __getattr__(name: str):
+    """``batch_at`` and ``get_batch`` from :mod:`course_utils.core.batching`, imported when first
+    asked for (they import torch; preparing a corpus needs only numpy)."""
+    if name in ("batch_at", "get_batch"):
+        from ...core import batching
+
+        return getattr(batching, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,6 @@ hashes at the end.
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,32 +26,94 @@ RARE_MAX_COUNT = 10  # a character seen at most this often in the whole corpus i
 _ASCII_SPACES = bytes(b if chr(b).isalnum() or b in (10, 95) else 32 for b in range(128)) + bytes(
     range(128, 256)
 )
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_ASCII = bytes(range(128))
+_NEWLINE, _SPACE, _MARK = 10, 32, 0  # a paragraph break becomes a NUL byte: the mark
+_FEW = 16  # up to this many distinct non-ASCII characters, each is folded on its own
 
 
-def _spaces_for_non_words(text: str) -> str:
-    """``text`` with every character that is not a word character or a newline replaced by a
-    space: ASCII in one ``bytes.translate``, then each distinct non-ASCII one by ``replace``
-    (a book holds few of them), rather than a regex over the whole book."""
-    out = text.encode("utf-8").translate(_ASCII_SPACES).decode("utf-8")
-    for ch in set(_NON_ASCII.findall(out)):
-        if not ch.isalnum():
-            out = out.replace(ch, " ")
-    return out
+def _word_bytes(text: str) -> np.ndarray:
+    """``text`` NFKC-normalized and case-folded, with every character that is not a word
+    character or a newline replaced by spaces, as a writable array of UTF-8 bytes: ASCII by
+    ``lower`` and one ``translate`` (NFKC leaves ASCII as it is; case folding is ``lower``
+    there), then each distinct non-ASCII character replaced by its folded form (folding maps
+    each character on its own), in place where that has as many bytes (a non-word character
+    becomes as many spaces as it had bytes: keys collapse runs of spaces anyway). A book with
+    many distinct non-ASCII characters (a Greek or Russian novel) is folded whole instead."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    data = text.encode("utf-8")
+    others = set(data.translate(None, _ASCII).decode("utf-8"))  # the distinct non-ASCII ones
+    if len(others) > _FEW:
+        data = text.casefold().encode("utf-8")
+        others = set(data.translate(None, _ASCII).decode("utf-8"))
+    a = np.frombuffer(data.lower().translate(_ASCII_SPACES), np.uint8).copy()
+    for ch in others:
+        old = ch.encode("utf-8")
+        new = "".join(
+            chr(_ASCII_SPACES[ord(c)]) if c.isascii() else c if c.isalnum() else " " * len(old)
+            for c in ch.casefold()
+        ).encode("utf-8")
+        if new == old:
+            continue
+        if len(new) == len(old):
+            _overwrite(a, old, new)
+        else:
+            a = np.frombuffer(a.tobytes().replace(old, new), np.uint8).copy()
+    return a
 
 
-def _collapse_spaces(words: str) -> str:
-    """``" ".join(words.split())`` for a text whose only whitespace is spaces and newlines (what
-    :func:`_spaces_for_non_words` leaves), in ``str.replace`` passes, which build no list of
-    every word as splitting does."""
-    words = words.replace("\n", " ")
-    while "  " in words:
-        words = words.replace("  ", " ")
-    return words.strip(" ")
+def _overwrite(a: np.ndarray, old: bytes, new: bytes) -> None:
+    """Replace every occurrence of the UTF-8 character ``old`` in ``a`` by ``new``, which has
+    as many bytes (a character's bytes never overlap another's)."""
+    at = np.flatnonzero(a[: len(a) - len(old) + 1] == old[0])
+    for j in range(1, len(old)):
+        at = at[a[at + j] == old[j]]
+    for j, byte in enumerate(new):
+        a[at + j] = byte
+
+
+def _mark_breaks(a: np.ndarray, paragraph_break: str) -> np.ndarray:
+    """``a`` (from :func:`_word_bytes`) with every paragraph break a mark and every other newline
+    a space; a break of one newline or of two (without longer runs) in place."""
+    newline = a == _NEWLINE
+    if paragraph_break == "\n":
+        a[newline] = _MARK
+        return a
+    if paragraph_break == "\n\n" and not (newline[:-2] & newline[1:-1] & newline[2:]).any():
+        pairs = np.flatnonzero(newline[:-1] & newline[1:])
+        a[pairs], a[pairs + 1] = _MARK, _SPACE
+    else:
+        a = np.frombuffer(a.tobytes().replace(paragraph_break.encode("utf-8"), b"\0"), np.uint8)
+        a = a.copy()
+    a[a == _NEWLINE] = _SPACE
+    return a
+
+
+def _paragraph_keys(a: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """Every paragraph's key from :func:`_mark_breaks`'s output, in vectorized passes over the
+    whole book rather than one per paragraph: a space after a space, a mark or the start goes,
+    and then one before a mark or the end. Returns the keys (UTF-8, words joined by single
+    spaces) and each key's length in characters."""
+    space = a == _SPACE
+    blank = np.concatenate(([True], space[:-1] | (a[:-1] == _MARK)))  # the byte before
+    a = a[~space | ~blank]
+    space = a == _SPACE
+    a = a[~space | np.concatenate((a[1:] != _MARK, [False]))]  # the byte after
+    keys = a.tobytes().split(b"\0")
+    chars = np.fromiter(map(len, keys), np.int64, len(keys))
+    tails = np.flatnonzero((a & 0xC0) == 0x80)  # UTF-8 continuation bytes: no characters
+    if len(tails):
+        stops = np.concatenate((np.flatnonzero(a == _MARK), [len(a)]))
+        chars -= np.diff(np.searchsorted(tails, stops), prepend=0)
+    return keys, chars
 
 
 def _hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
+    return _hash_bytes(key.encode("utf-8"))
+
+
+def _hash_bytes(key: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
 @dataclass
@@ -72,23 +133,16 @@ def scan_paragraphs(text: str, paragraph_break: str, min_chars: int) -> Paragrap
 
     Vectorized per book rather than per paragraph: the text is normalized and case-folded once
     (neither changes a newline, so its paragraphs line up with the original's), every character
-    that is not a word character (``\\w``) becomes a space (:func:`_spaces_for_non_words`), and
-    a paragraph's key is then its words joined by single spaces. The same passage hard-wrapped
-    differently, or with other quotes or punctuation, gets the same key."""
-    words = _spaces_for_non_words(unicodedata.normalize("NFKC", text).casefold())
-    words = words.split(paragraph_break)
-    hashes, chars, starts, index = [], [], [], []
-    pos = 0
-    for i, (para, low) in enumerate(zip(text.split(paragraph_break), words)):
-        key = _collapse_spaces(low)
-        if len(key) >= min_chars:
-            hashes.append(_hash(key))
-            chars.append(len(para))
-            starts.append(pos)
-            index.append(i)
-        pos += len(para) + len(paragraph_break)
-    arrays = (np.array(v, dtype=np.int64) for v in (chars, starts, index))
-    return ParagraphScan(np.array(hashes, dtype=np.uint64), *arrays)
+    that is not a word character (``\\w``) becomes a space (:func:`_word_bytes`), and a
+    paragraph's key is then its words joined by single spaces (:func:`_paragraph_keys`). The same
+    passage hard-wrapped differently, or with other quotes or punctuation, gets the same key."""
+    keys, key_chars = _paragraph_keys(_mark_breaks(_word_bytes(text), paragraph_break))
+    paragraphs = text.split(paragraph_break)
+    chars = np.fromiter(map(len, paragraphs), np.int64, count=len(paragraphs))
+    starts = np.concatenate(([0], np.cumsum(chars + len(paragraph_break))[:-1]))
+    index = np.flatnonzero(key_chars >= min_chars)
+    hashes = np.fromiter((_hash_bytes(keys[i]) for i in index.tolist()), np.uint64, len(index))
+    return ParagraphScan(hashes, chars[index], starts[index].astype(np.int64), index)
 
 
 def split_scan(scan: ParagraphScan, text: str, paragraph_break: str, cut: int, min_chars: int):

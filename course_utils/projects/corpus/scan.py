@@ -2,12 +2,15 @@
 the scans folded into ``meta.json`` (vocabulary, every book's spans, the split rule, the audit).
 
 Only the scan of a book (counts and paragraph hashes) outlives its turn; its text waits in a
-cache file for the second pass (:mod:`course_utils.projects.corpus.writer`), so one book at a
-time sits in memory, in whichever worker process scanned it.
+cache file for the second pass (:mod:`course_utils.projects.corpus.writer`), as ids into the
+book's own alphabet, so one book at a time sits in memory, in whichever worker process scanned
+it. Each process appends its books to one cache file: creating a file per book cost more than
+writing its bytes.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +41,23 @@ class BookScan:
     chars: int
     cut: int  # text[:cut] is train, text[cut:] val
     pads: tuple[int, int]  # newlines after the train and the val part (BOOK_GAP)
-    cache: Path
+    cache: Path  # the file holding the book's ids into ``alphabet``, from byte ``offset`` on
+    offset: int
+    alphabet: str  # the book's distinct characters in code-point order
     counts: dict[str, int]
     paragraphs: ParagraphScan
     train_hashes: np.ndarray
     val_hashes: np.ndarray
+
+    def read_ids(self) -> np.ndarray:
+        """The book's ids into :attr:`alphabet`, read back from its cache file."""
+        dtype = ids_dtype(len(self.alphabet))
+        return np.fromfile(self.cache, dtype, count=self.chars, offset=self.offset)
+
+    def read_text(self) -> str:
+        """The book's normalized text, decoded from its cache file."""
+        points = np.array([ord(c) for c in self.alphabet], dtype="<u4")
+        return points[self.read_ids()].tobytes().decode("utf-32-le")
 
 
 def _pad(part: str) -> int:
@@ -50,19 +65,37 @@ def _pad(part: str) -> int:
     return max(0, len(BOOK_GAP) - (len(part) - len(part.rstrip("\n"))))
 
 
-def scan_book(source: Book | Path, cache: Path, val_fraction: float) -> BookScan:
+def _append(cache_dir: Path, data: bytes) -> tuple[Path, int]:
+    """Append ``data`` to this process's cache file in ``cache_dir``; (its path, the offset)."""
+    path = cache_dir / f"{os.getpid()}.ids"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        offset = os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return path, offset
+
+
+def scan_book(source: Book | Path, cache_dir: Path, val_fraction: float) -> BookScan:
     """Pass 1 for one book (a :class:`Book` or a ``.txt`` path): read and normalize it, choose
-    the cut, count its characters, hash its paragraphs; the text goes to ``cache``."""
+    the cut, count its characters, hash its paragraphs; its ids go to a cache file in
+    ``cache_dir``."""
     book = source if isinstance(source, Book) else read_book_file(source)
     text, brk = book.text, book.paragraph_break
     cut = split_point(text, val_fraction)
-    cache.write_text(text, encoding="utf-8")
-    codes, counts = np.unique(np.frombuffer(text.encode("utf-32-le"), "<u4"), return_counts=True)
+    points = np.frombuffer(text.encode("utf-32-le"), "<u4")
+    counts = np.bincount(points)  # one pass, no sort
+    codes = np.flatnonzero(counts)
+    local = np.zeros(len(counts), ids_dtype(len(codes)))
+    local[codes] = np.arange(len(codes))
+    cache, offset = _append(cache_dir, local[points].tobytes())
     scan = scan_paragraphs(text, brk, DUPLICATE_MIN_CHARS)
     train_hashes, val_hashes = split_scan(scan, text, brk, cut, DUPLICATE_MIN_CHARS)
+    alphabet = "".join(map(chr, codes.tolist()))
     return BookScan(
-        book.name, brk, len(text), cut, (_pad(text[:cut]), _pad(text[cut:])), cache,
-        dict(zip(map(chr, codes.tolist()), counts.tolist())), scan, train_hashes, val_hashes,
+        book.name, brk, len(text), cut, (_pad(text[:cut]), _pad(text[cut:])), cache, offset,
+        alphabet, dict(zip(alphabet, counts[codes].tolist())), scan, train_hashes, val_hashes,
     )  # fmt: skip
 
 
@@ -90,8 +123,7 @@ def describe(source: str, kind: str, scans, val_fraction: float) -> tuple[dict, 
         books.append(entry)
 
     def paragraph_text(book: int, index: int) -> str:
-        text = scans[book].cache.read_text(encoding="utf-8")
-        return text.split(scans[book].paragraph_break)[index]
+        return scans[book].read_text().split(scans[book].paragraph_break)[index]
 
     return {
         "format": FORMAT_VERSION, "source": source, "source_kind": kind,

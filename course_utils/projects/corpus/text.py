@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import numpy as np
+
 from .format import VAL_FRACTION, CorpusError
 
 _GUTENBERG_START = re.compile(
@@ -25,10 +27,30 @@ _OLD_SMALL_PRINT_END = re.compile(r"^.*\*END\*THE SMALL PRINT!.*$", re.I | re.M)
 _END_OF_LINE = re.compile(r"^[ \t]*End of (?:the )?Project Gutenberg", re.I | re.M)
 
 
+# The last UTF-8 byte of every character but the newline that str.isspace (and so str.rstrip)
+# counts as whitespace; none lies above U+3000 (tests/test_corpus.py checks the whole range).
+_SPACE_TAILS = np.zeros(256, dtype=bool)
+_SPACE_TAILS[[chr(c).encode("utf-8")[-1] for c in range(0x3001) if chr(c).isspace()]] = True
+_SPACE_TAILS[10] = False
+
+
 def normalize_newlines(text: str) -> str:
     """CRLF and lone CR become LF, and a leading byte-order mark goes: files written on Windows
     or old Macs must give the same characters (and the same vocabulary) as Unix files."""
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    text = text.removeprefix("\ufeff")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _line_ends(text: str) -> tuple[bool, bool]:
+    """Whether a line of ``text`` may end in whitespace (its last byte is one a whitespace
+    character ends with), and whether three newlines follow each other: one vectorized pass
+    over its bytes rather than splitting it into lines (most books need neither fix)."""
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    newlines = np.flatnonzero(data == 10)
+    ends = np.append(newlines - 1, len(data) - 1)
+    return bool(_SPACE_TAILS[data[ends[ends >= 0]]].any()), bool(
+        (newlines[2:] - newlines[:-2] == 2).any()
+    )
 
 
 def strip_gutenberg(text: str) -> str:
@@ -38,9 +60,10 @@ def strip_gutenberg(text: str) -> str:
     drown in it. Without a START marker an old ``*END*THE SMALL PRINT!`` line ends the header;
     a closing "End of the Project Gutenberg EBook of ..." paragraph goes too. A text with none
     of these comes back unchanged. Expects ``\\n`` line endings (:func:`normalize_newlines`)."""
-    start = _marker(_GUTENBERG_START, text, 0) or _small_print_end(text)
+    marked = "*" in text  # every marker line holds one; most books have none
+    start = marked and (_marker(_GUTENBERG_START, text, 0) or _small_print_end(text))
     begin = start.end() if start else 0
-    end = _marker(_GUTENBERG_END, text, begin)
+    end = marked and _marker(_GUTENBERG_END, text, begin)
     body = text[begin : end.start() if end else len(text)]
     blank = body.rstrip("\n").rfind("\n\n")  # only the last paragraph can be the closing one
     closing = list(_END_OF_LINE.finditer(body, blank + 2 if blank != -1 else 0))
@@ -50,22 +73,22 @@ def strip_gutenberg(text: str) -> str:
 
 
 def _small_print_end(text: str) -> re.Match | None:
-    """The old ``*END*THE SMALL PRINT!`` line, looked for only if the words are there."""
-    if "small print!" not in text.lower():
-        return None
-    return _OLD_SMALL_PRINT_END.search(text)
+    """The old ``*END*THE SMALL PRINT!`` line, looked for only on lines holding ``*`` (no copy
+    of the book is made to find it)."""
+    return _marker(_OLD_SMALL_PRINT_END, text, 0, needle="*")
 
 
-def _marker(pattern: re.Pattern, text: str, start: int) -> re.Match | None:
-    """The first line at or after ``start`` that ``pattern`` (a ``^ *** ...`` line) matches.
-    Only lines holding ``***`` are tried, so a book is scanned by ``str.find``, not the regex."""
-    pos = text.find("***", start)
+def _marker(pattern: re.Pattern, text: str, start: int, needle: str = "***") -> re.Match | None:
+    """The first line at or after ``start`` that ``pattern`` (a ``^...$`` line) matches. Only
+    lines holding ``needle`` are tried, so a book is scanned by ``str.find``, not the regex."""
+    pos = text.find(needle, start)
     while pos != -1:
         line = text.rfind("\n", 0, pos) + 1
         match = pattern.match(text, max(line, start))
         if match:
             return match
-        pos = text.find("***", pos + 3)
+        end = text.find("\n", pos)  # the next line: this one did not match
+        pos = text.find(needle, end) if end != -1 else -1
     return None
 
 
@@ -75,8 +98,11 @@ def normalize_text(text: str) -> str:
     line, at most one blank line in a row, no blank lines at either end, and exactly one final
     newline. Empty text stays empty."""
     text = unicodedata.normalize("NFC", normalize_newlines(text))
-    text = "\n".join(line.rstrip() for line in text.split("\n"))
-    if "\n\n\n" in text:  # most books have none: skip the regex pass
+    trailing, blank_runs = _line_ends(text)
+    if trailing:
+        text = "\n".join(line.rstrip() for line in text.split("\n"))
+        blank_runs = "\n\n\n" in text
+    if blank_runs:
         text = re.sub(r"\n{3,}", "\n\n", text)
     text = text.strip("\n")
     return text + "\n" if text else ""

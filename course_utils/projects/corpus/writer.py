@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.tokenizer import CharTokenizer
 from ...engine.io import atomic_folder, write_synced
 from .format import DEFAULT_OUT_DIR, VAL_FRACTION, CorpusError
 from .scan import BookScan, describe, scan_book
@@ -83,19 +82,20 @@ def default_jobs(items: list) -> int:
 
 
 def encode_book(scan: BookScan, itos: list[str], dtype: str, folder: Path, starts) -> None:
-    """Pass 2 for one book: encode its train and val parts, each followed by its padding
-    newlines, and write them into ``train.bin`` and ``val.bin`` at ``starts`` (token offsets,
-    the book's spans in ``meta.json``), so the workers write in parallel and no ids travel
-    between processes."""
-    tokenizer = CharTokenizer(itos)
-    ids = tokenizer.encode_array(scan.cache.read_text(encoding="utf-8"), dtype)
-    newline = tokenizer.stoi.get("\n", 0)
+    """Pass 2 for one book: map its cached ids (into its own alphabet) to the corpus's, and
+    write its train and val parts, each followed by its padding newlines, into ``train.bin``
+    and ``val.bin`` at ``starts`` (token offsets, the book's spans in ``meta.json``), so the
+    workers write in parallel and no ids travel between processes."""
+    index = {ch: i for i, ch in enumerate(itos)}
+    ids = np.array([index[ch] for ch in scan.alphabet], dtype=dtype)[scan.read_ids()]
+    newline = index.get("\n", 0)
     parts = (ids[: scan.cut], ids[scan.cut :])
+    itemsize = np.dtype(dtype).itemsize
     for split, part, pad, start in zip(("train", "val"), parts, scan.pads, starts):
-        data = part.tobytes() + np.full(pad, newline, dtype=dtype).tobytes()
         fd = os.open(folder / f"{split}.bin", os.O_WRONLY)
         try:
-            os.pwrite(fd, data, start * np.dtype(dtype).itemsize)
+            os.pwrite(fd, part, start * itemsize)  # the array's own buffer: no copy
+            os.pwrite(fd, np.full(pad, newline, dtype=dtype), (start + len(part)) * itemsize)
         finally:
             os.close(fd)
 
@@ -147,8 +147,8 @@ def prepare(
         tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.cache-", dir=out_dir.parent) as tmp,
         _Workers(jobs) as workers,
     ):
-        caches = [Path(tmp) / f"{i:06d}.txt" for i in range(len(items))]
-        scans = workers.map(scan_book, items, caches, [val_fraction] * len(items))
+        n = len(items)
+        scans = workers.map(scan_book, items, [Path(tmp)] * n, [val_fraction] * n)
         meta, scans = describe(source, kind, scans, val_fraction)
         write_atomically(out_dir, lambda folder: write_splits(folder, scans, meta, workers))
     return meta
