@@ -205,7 +205,7 @@ class Trainer:
         self.throughput.count(x)
         if self.dist.enabled:
             x, y = shard(x, self.dist), shard(y, self.dist)
-        if self.device.type == "cuda":  # a page-locked copy lets the transfer run async
+        if self.device.type == "cuda" and x.device.type == "cpu":  # page-locked: async copy
             x, y = x.pin_memory(), y.pin_memory()
         x = x.to(self.device, non_blocking=True)
         y = y.to(self.device, non_blocking=True)
