@@ -269,17 +269,44 @@ def test_cli_trains_a_named_recipe_and_a_resume_keeps_to_it(tmp_path, capsys):
     assert torch.load(run / "ckpt.pt", weights_only=True)["step"] == saved["step"] == 3
 
 
-def test_muon_on_a_cpu_that_emulates_bf16_is_named_before_training(tmp_path, capsys, monkeypatch):
+def test_muon_orthogonalizes_in_float32_where_the_cpu_emulates_bf16(monkeypatch):
+    """torch's Muon casts to bf16 for its Newton-Schulz iterations, which a CPU without bf16
+    units emulates at several times an AdamW step: there the engine's Muon runs them in float32,
+    with torch's own step around them (momentum, Nesterov, the learning-rate scale)."""
+    import math
+
+    from torch.optim import _muon
+
     from course_utils.engine import optimizer
 
-    for klass, expected in (("avx2", True), ("avx512", True), ("avx512_bf16", False)):
+    for klass, expected in (
+        ("avx2", True),
+        ("avx512", True),
+        ("avx512_bf16", False),
+        ("amx", False),
+    ):
         monkeypatch.setattr(optimizer.cpu, "cpu_class", lambda klass=klass: klass)
-        note = optimizer.muon_cost_note("muon", "cpu")
-        assert (note is not None) == expected, klass
-        assert optimizer.muon_cost_note("adamw", "cpu") is None
-    monkeypatch.setattr(optimizer.cpu, "cpu_class", lambda: "avx2")
-    argv = ["train", "--recipe", "fast", "--steps", "1", "--out", str(tmp_path / "r"),
-            "--device", "cpu", "--no-progress"]  # fmt: skip
-    assert sumgpt.main(argv) == 0
-    first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("note: this avx2 CPU emulates bf16") and "--recipe lesson" in first
+        assert optimizer.newton_schulz_in_float32("cpu") == expected, klass
+        assert not optimizer.newton_schulz_in_float32("cuda")
+        model = GPT(sumgpt.sumgpt_config())
+        config = sumgpt.train_config(recipe="fast")
+        hidden = optimizer.muon_optimizer(model, config, device="cpu").optimizers[0]
+        assert isinstance(hidden, optimizer.Float32Muon) == expected, klass
+
+    original = _muon._zeropower_via_newtonschulz
+    gen = torch.Generator().manual_seed(0)
+    start, grad = torch.randn(96, 32, generator=gen), torch.randn(96, 32, generator=gen)
+    moved = {}
+    for name, kind in (("fp32", optimizer.Float32Muon), ("bf16", torch.optim.Muon)):
+        p = torch.nn.Parameter(start.clone())
+        p.grad = grad.clone()
+        kind([p], lr=0.02, weight_decay=0.0, momentum=0.95, nesterov=True).step()
+        moved[name] = p.detach()
+    assert _muon._zeropower_via_newtonschulz is original  # restored after the step
+    nesterov = grad.lerp(0.05 * grad, 0.95)  # the first step's momentum buffer is 0.05 g
+    expected = start - 0.02 * math.sqrt(96 / 32) * optimizer.newton_schulz_float32(
+        nesterov, (3.4445, -4.7750, 2.0315), 5, 1e-7
+    )
+    assert torch.allclose(moved["fp32"], expected, atol=1e-6)
+    bf16_gap = (moved["bf16"] - expected).abs().max().item()
+    assert 1e-5 < bf16_gap < 5e-3  # bf16's rounding, not another algorithm

@@ -3,6 +3,8 @@ AdamW for the rest), and the gradient norm and clip."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 
@@ -26,11 +28,11 @@ def configure_optimizer(
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
 
 
-def build_optimizer(model: nn.Module, config, fused: bool | None = None):
+def build_optimizer(model: nn.Module, config, fused: bool | None = None, device=None):
     """The optimizer ``config.optimizer`` names: :func:`configure_optimizer` (``"adamw"``), or
-    :func:`muon_optimizer` (``"muon"``)."""
+    :func:`muon_optimizer` (``"muon"``) for a model on ``device``."""
     if config.optimizer == "muon":
-        return muon_optimizer(model, config, fused=fused)
+        return muon_optimizer(model, config, fused=fused, device=device)
     return configure_optimizer(model, config.lr, config.weight_decay, config.betas, fused=fused)
 
 
@@ -48,13 +50,13 @@ def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
     ]
 
 
-def muon_optimizer(model: nn.Module, config, fused: bool | None = None) -> Optimizers:
+def muon_optimizer(model: nn.Module, config, fused: bool | None = None, device=None) -> Optimizers:
     """``torch.optim.Muon`` (torch >= 2.9) for :func:`hidden_matrices`, at ``config.muon_lr``
     with no weight decay, momentum 0.95 (Nesterov) and the original learning-rate scale, as
     modded-nanogpt trains; AdamW at ``config.lr`` for the rest. Each group's ``lr_scale`` keeps
-    both on the one schedule (:meth:`Optimizers.set_lr`)."""
-    muon = getattr(torch.optim, "Muon", None)
-    if muon is None:
+    both on the one schedule (:meth:`Optimizers.set_lr`). On a CPU that emulates bf16 its
+    Newton-Schulz iterations run in float32 (:class:`Float32Muon`)."""
+    if getattr(torch.optim, "Muon", None) is None:
         raise ValueError(
             f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this is torch "
             f"{torch.__version__}: upgrade torch, or use optimizer='adamw' (--optimizer adamw)"
@@ -67,11 +69,63 @@ def muon_optimizer(model: nn.Module, config, fused: bool | None = None) -> Optim
         {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0},
     ]
     adamw = torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, fused=fused)
+    muon = Float32Muon if newton_schulz_in_float32(device) else torch.optim.Muon
     hidden = muon(
         [{"params": matrices, "lr_scale": config.muon_lr / config.lr}], lr=config.muon_lr,
         weight_decay=0.0, momentum=0.95, nesterov=True, adjust_lr_fn="original",
     )  # fmt: skip
     return Optimizers([hidden, adamw])
+
+
+def newton_schulz_in_float32(device) -> bool:
+    """Whether Muon's Newton-Schulz iterations should run in float32 on ``device``: on a CPU
+    that emulates bf16 (AVX2, AVX-512 without bf16), where torch's bf16 iterations cost several
+    times a whole AdamW step; elsewhere (bf16 units, CUDA) torch's bf16 ones."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    return device.type == "cpu" and cpu.cpu_class() in cpu.NO_BF16_CLASSES
+
+
+def newton_schulz_float32(grad: torch.Tensor, ns_coefficients, ns_steps: int, eps: float):
+    """``torch.optim.Muon``'s orthogonalization (the same quintic iteration and steps, on the
+    wide side of the matrix) in float32: torch's casts to bf16 first, whatever the CPU."""
+    a, b, c = ns_coefficients
+    x = grad.float()
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.T
+    x = x / x.norm().clamp(min=eps)  # spectral norm at most 1
+    for _ in range(ns_steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+
+class Float32Muon(torch.optim.Muon if hasattr(torch.optim, "Muon") else torch.optim.Optimizer):
+    """``torch.optim.Muon`` with its Newton-Schulz iterations in float32
+    (:func:`newton_schulz_float32`); everything else (momentum, the learning-rate scale, the
+    update) is torch's own step."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        with _newton_schulz(newton_schulz_float32):
+            return super().step(closure)
+
+
+@contextlib.contextmanager
+def _newton_schulz(function):
+    """torch's Muon step with ``function`` as its orthogonalization (the module-level function
+    its step calls), restored afterwards."""
+    from torch.optim import _muon
+
+    original = getattr(_muon, "_zeropower_via_newtonschulz", None)
+    if original is None:  # a torch whose Muon is built otherwise: its own iterations, then
+        yield
+        return
+    _muon._zeropower_via_newtonschulz = function
+    try:
+        yield
+    finally:
+        _muon._zeropower_via_newtonschulz = original
 
 
 class Optimizers:
@@ -130,17 +184,3 @@ def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     if not grads:
         return torch.zeros(())
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-
-
-def muon_cost_note(optimizer: str, device) -> str | None:
-    """``torch.optim.Muon`` runs its Newton-Schulz iterations in bf16 whatever the run's
-    precision, so on a CPU that emulates bf16 (AVX2, AVX-512 without bf16) they cost far more
-    than the rest of the step: a one-line note saying so there, else None."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if optimizer != "muon" or device.type != "cpu" or cpu.cpu_class() not in cpu.NO_BF16_CLASSES:
-        return None
-    return (
-        f"note: this {cpu.cpu_class()} CPU emulates bf16, which torch.optim.Muon's Newton-Schulz "
-        f"iterations run in: expect each step to take several times an AdamW step (the README's "
-        f"results); --optimizer adamw (sumgpt: --recipe lesson) trains faster here"
-    )

@@ -40,7 +40,6 @@ from ..core.tokenizer import CharTokenizer, UnknownCharacterError
 from ..engine import checkpoint
 from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
 from ..engine.distributed import Dist, dist_from_env, process_group, rank_device
-from ..engine.optimizer import muon_cost_note
 from ..engine.policy import model_width
 from ..engine.resume import EXTEND_HELP
 from ..engine.training import History, TrainConfig, autocast_for, train
@@ -408,9 +407,6 @@ def run_train(args: argparse.Namespace) -> int:
             ddp = f", {dist.world} DDP processes" if dist.enabled else ""
             print(f"bookgpt {cfg.name}: {n:,} parameters, {cfg.steps} steps x "
                   f"{cfg.batch_size} x {cfg.block_size} tokens{ddp}")  # fmt: skip
-            note = muon_cost_note(args.optimizer, pick_device(args.device))
-            if note:
-                print(note)
         _, history = train_run(
             cfg, args.data, out, device=args.device, precision=args.dtype, resume=args.resume,
             stop_after=args.stop_after, compile=args.compile, progress=not args.no_progress,

@@ -33,7 +33,6 @@ from ..core.tokenizer import CharTokenizer
 from ..engine import checkpoint
 from ..engine.checkpoint import CheckpointError
 from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
-from ..engine.optimizer import muon_cost_note
 from ..engine.resume import EXTEND_HELP
 from ..engine.training import TrainConfig, train
 
@@ -492,9 +491,6 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError("--steps and --batch-size must be >= 1")
     chosen = {k: v for k, v in dict(lr=args.lr, optimizer=args.optimizer).items() if v is not None}
     device = pick_device(args.device)
-    note = muon_cost_note(chosen.get("optimizer", recipe.train.optimizer), device)
-    if note:
-        print(note)
     model, history = train_sumgpt(
         args.steps, recipe=args.recipe, seed=args.seed, batch_size=batch_size,
         precision=args.dtype, compile=args.compile, device=device,
