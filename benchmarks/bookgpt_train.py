@@ -59,8 +59,8 @@ from course_utils.engine.throughput import rates
 from course_utils.engine.training import (
     TrainConfig,
     Trainer,
+    run_precision,
     train,
-    uses_bf16,
     uses_compile,
     uses_fused_adamw,
 )
@@ -174,9 +174,12 @@ def precision_of(row: str) -> str:
     return "bf16" if row.endswith("bf16") else "fp32"
 
 
-def dtype_of(row: str, device) -> torch.dtype:
-    """The dtype the row's matmuls run in, which its MFU is measured against."""
-    return torch.bfloat16 if uses_bf16(device, precision_of(row)) else torch.float32
+def dtype_of(row: str, device, cfg, minutes: float = 0.0) -> torch.dtype:
+    """The dtype the row's matmuls run in (as its :class:`Trainer` decides), which its MFU is
+    measured against."""
+    config = row_config(row, cfg, minutes)
+    bf16 = run_precision(config, torch.device(device), cfg.n_embd) == "bf16"
+    return torch.bfloat16 if bf16 else torch.float32
 
 
 def row_config(row: str, cfg, minutes: float = 0.0) -> TrainConfig:
@@ -281,7 +284,7 @@ def train_rows(rows, cfg, gpt_config, batches, val_batches, device, minutes) -> 
     peaks, results = {}, []
     flops_per_step = training_flops(gpt_config, cfg.batch_size, cfg.block_size)
     for row in rows:
-        dtype = dtype_of(row, device)
+        dtype = dtype_of(row, device, cfg, minutes)
         if dtype not in peaks:
             peaks[dtype] = matmul_throughput(1024, device, dtype=dtype)
         model, history = train_row(row, cfg, gpt_config, batches, device, minutes)
@@ -351,11 +354,11 @@ def main(argv=None) -> int:
         return corpus.batch_at(train_data, cfg.batch_size, cfg.block_size, cfg.seed, step)
 
     n_params = sum(p.numel() for p in GPT(gpt_config).parameters())
-    compiled = uses_compile(row_config("ours", cfg, args.minutes), device)
+    compiled = uses_compile(row_config("ours", cfg, args.minutes), device, cfg.n_embd)
     print(f"bookgpt {cfg.name}: d {cfg.n_embd}, {cfg.n_head} heads, {cfg.n_layer} blocks, "
           f"context {cfg.block_size}, batch {cfg.batch_size}, {n_params:,} parameters; "
           f"{args.minutes:g} min per row on {device} with {torch.get_num_threads()} threads; "
-          f"ours (engine default) in {str(dtype_of('ours', device)).removeprefix('torch.')}, "
+          f"ours (engine default) in {str(dtype_of('ours', device, cfg, args.minutes))[6:]}, "
           f"{'compiled' if compiled else 'eager'}; "
           f"optimizers: ours {describe_optimizer('ours', device)}, "
           f"HF {describe_optimizer('hf', device)}",

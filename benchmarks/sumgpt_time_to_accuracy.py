@@ -40,7 +40,7 @@ import torch
 from course_utils import GPT, build_model, pick_device, train
 from course_utils.core import cpu
 from course_utils.engine.config import OPTIMIZERS
-from course_utils.engine.training import uses_bf16, uses_compile
+from course_utils.engine.training import run_precision, uses_compile
 from course_utils.projects import sumgpt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -145,9 +145,10 @@ def config_for(seed: int, args, impl: str = "ours"):
 
 def execution(args, device) -> str:
     """What ``auto`` resolved to here: the forward's dtype and whether it is compiled."""
-    config = config_for(0, args)
-    dtype = "bf16" if uses_bf16(device, config.precision) else "fp32"
-    return f"{dtype} ({args.dtype}), {'compiled' if uses_compile(config, device) else 'eager'}"
+    config, width = config_for(0, args), sumgpt.sumgpt_config().n_embd
+    dtype = run_precision(config, device, width)
+    compiled = uses_compile(config, device, width)
+    return f"{dtype} ({args.dtype}), {'compiled' if compiled else 'eager'}"
 
 
 def run_seed(seed: int, args, device, impl: str = "ours") -> dict:

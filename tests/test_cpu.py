@@ -175,7 +175,9 @@ def test_the_engine_autocasts_as_auto_decides(monkeypatch):
     from course_utils.engine.training import autocast_for
 
     for choice, dtype in ((True, torch.bfloat16), (False, torch.float32)):
-        monkeypatch.setattr(device, "cpu_prefers_bf16", lambda width=None, c=choice: c)
+        monkeypatch.setattr(
+            device, "cpu_prefers_bf16", lambda width=None, compiled=False, c=choice: c
+        )
         with autocast_for(torch.device("cpu"), "auto"):
             assert nn.Linear(4, 4)(torch.ones(2, 4)).dtype == dtype
 

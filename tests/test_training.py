@@ -246,6 +246,32 @@ def test_compile_by_default_only_for_long_bf16_runs_on_a_cpu(monkeypatch):
     assert not uses_compile(long, cpu)
 
 
+def test_auto_takes_bf16_sooner_in_a_run_that_compiles(monkeypatch):
+    """Where bf16's eager step is no faster than fp32's but no slower (BookGPT's width-64 MLP
+    on an AMX Xeon: 1.16x), a long run trains in bf16, compiled (where the compile fuses the
+    casts around the matmuls), and a short run in fp32, eager."""
+    from course_utils.core import cpu as cpu_module
+    from course_utils.engine import policy
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(policy, "_has_cpp_compiler", lambda: True)
+    monkeypatch.setattr(cpu_module, "cpu_class", lambda: "amx")
+    for speedup, short, long in (
+        (1.16, "fp32", "bf16"),
+        (0.7, "fp32", "fp32"),
+        (2.0, "bf16", "bf16"),
+    ):
+        probe = cpu_module.BF16Probe(64, speedup * 1e-3, 1e-3, "amx")
+        monkeypatch.setattr(cpu_module, "bf16_probe", lambda width, probe=probe: probe)
+        quick = TrainConfig(steps=100, progress=False)
+        lengthy = replace(quick, steps=5000)
+        assert policy.run_precision(quick, cpu, 64) == short, speedup
+        assert policy.run_precision(lengthy, cpu, 64) == long, speedup
+        assert uses_compile(lengthy, cpu, 64) == (long == "bf16") and not uses_compile(quick, cpu)
+        no_compile = replace(lengthy, compile=False)  # --no-compile: the eager rule again
+        assert policy.run_precision(no_compile, cpu, 64) == short, speedup
+
+
 def test_a_failed_automatic_compile_trains_uncompiled_with_a_warning(monkeypatch):
     from torch._dynamo.exc import BackendCompilerFailed
 
@@ -473,12 +499,12 @@ def test_precision_auto_is_decided_once_and_a_resume_keeps_it(tmp_path, monkeypa
     cfg = TrainConfig(steps=6, warmup_steps=1, checkpoint_every=3, progress=False)
     assert cfg.precision == "auto"
     meta = {"project": "test"}
-    monkeypatch.setattr(policy, "prefers_bf16", lambda device, width=None: True)
+    monkeypatch.setattr(policy, "prefers_bf16", lambda device, width=None, compiled=False: True)
     whole = train(tiny_model(), batch_at, cfg, meta=meta)
     train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta=meta, stop_after=4)
     state = read_checkpoint(tmp_path / CHECKPOINT_NAME, project="test")
     assert state["step"] == 3 and state["run"]["resolved"] == {"precision": "bf16", "device": "cpu"}
-    monkeypatch.setattr(policy, "prefers_bf16", lambda device, width=None: False)
+    monkeypatch.setattr(policy, "prefers_bf16", lambda device, width=None, compiled=False: False)
     resumed = train(tiny_model(), batch_at, cfg, out_dir=tmp_path, meta=meta, resume=True)
     assert resumed.losses == whole.losses  # bf16 all the way, as the run began
     fresh = train(tiny_model(), batch_at, cfg, meta=meta)

@@ -42,23 +42,27 @@ def has_amx() -> bool:
         return False
 
 
-def prefers_bf16(device: str | torch.device, width: int | None = None) -> bool:
+def prefers_bf16(
+    device: str | torch.device, width: int | None = None, compiled: bool = False
+) -> bool:
     """Whether precision ``"auto"`` trains on ``device`` under bf16 autocast: on CUDA GPUs that
     support bf16; on a CPU, where bf16 matmuls measure faster than fp32 at the model's
-    ``width`` (:func:`cpu_prefers_bf16`)."""
+    ``width`` (:func:`cpu_prefers_bf16`; ``compiled``: for a run that compiles its model)."""
     device = torch.device(device)
     if device.type == "cpu":
-        return cpu_prefers_bf16(width)
+        return cpu_prefers_bf16(width, compiled)
     return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-def cpu_prefers_bf16(width: int | None = None) -> bool:
+def cpu_prefers_bf16(width: int | None = None, compiled: bool = False) -> bool:
     """bf16 on this CPU only where it has bf16 units (AMX, AVX512_BF16, or a class the course
-    does not know) and a short probe at ``width`` finds bf16 autocast faster than fp32; never on
-    AVX2 or AVX-512 without bf16, where bf16 is emulated and many times slower."""
+    does not know) and a short probe at ``width`` finds bf16 autocast faster than fp32 (by
+    ``cpu.FAST_ENOUGH``; for a run that compiles, ``cpu.EVEN_WHEN_COMPILED``: no slower); never
+    on AVX2 or AVX-512 without bf16, where bf16 is emulated and many times slower."""
     if cpu.cpu_class() in cpu.NO_BF16_CLASSES:
         return False
-    return cpu.bf16_probe(width or cpu.DEFAULT_WIDTH).faster
+    probe = cpu.bf16_probe(width or cpu.DEFAULT_WIDTH)
+    return probe.faster or (compiled and probe.speedup >= cpu.EVEN_WHEN_COMPILED)
 
 
 def precision_reason(device: str | torch.device, width: int | None = None) -> str:

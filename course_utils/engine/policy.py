@@ -26,29 +26,43 @@ COMPILE_MIN_STEPS = 5000
 COMPILE_MIN_SECONDS = 120.0
 
 
-def uses_bf16(device: torch.device, precision: str, width: int | None = None) -> bool:
+def uses_bf16(
+    device: torch.device, precision: str, width: int | None = None, compiled: bool = False
+) -> bool:
     """Whether the forward pass of a model ``width`` wide runs under bf16 autocast for
-    ``precision`` on ``device``."""
-    return precision == "bf16" or (precision == "auto" and prefers_bf16(device, width))
+    ``precision`` on ``device`` (``compiled``: in a run that compiles it in bf16)."""
+    return precision == "bf16" or (precision == "auto" and prefers_bf16(device, width, compiled))
 
 
 def resolved_precision(
-    device: torch.device, precision: str, width: int | None = None, saved: dict | None = None
+    device: torch.device,
+    precision: str,
+    width: int | None = None,
+    saved: dict | None = None,
+    compiled: bool = False,
 ) -> str:
     """``precision`` as a run computes it, ``"bf16"`` or ``"fp32"``: ``auto`` is decided once
-    per run and, on a resume on the same kind of device, kept as the checkpoint's record of it
-    (``saved``), so a continued run does not change precision because this process measured bf16
-    otherwise (a busy CPU's probe can)."""
+    per run (``compiled``: for a run that compiles in bf16, :func:`compiles_in_bf16`) and, on a
+    resume on the same kind of device, kept as the checkpoint's record of it (``saved``), so a
+    continued run does not change precision because this process measured bf16 otherwise (a
+    busy CPU's probe can)."""
     if precision != "auto":
         return precision
     if saved and saved.get("device") == device.type and saved.get("precision") in PRECISIONS[1:]:
         return saved["precision"]
-    return "bf16" if uses_bf16(device, "auto", width) else "fp32"
+    return "bf16" if uses_bf16(device, "auto", width, compiled) else "fp32"
 
 
 def model_width(model: nn.Module) -> int | None:
     """The model's width (``config.n_embd``), which precision ``auto`` measures bf16 at."""
     return getattr(getattr(model, "config", None), "n_embd", None)
+
+
+def run_precision(config, device: torch.device, width: int | None = None, saved=None) -> str:
+    """The precision a run of ``config`` computes in, ``"bf16"`` or ``"fp32"``
+    (:func:`resolved_precision`, knowing whether the run would compile in bf16)."""
+    compiled = compiles_in_bf16(config, device)
+    return resolved_precision(device, config.precision, width, saved, compiled)
 
 
 def autocast_for(device: torch.device, precision: str, width: int | None = None):
@@ -62,11 +76,11 @@ def autocast_for(device: torch.device, precision: str, width: int | None = None)
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def uses_compile(config, device: torch.device, width: int | None = None) -> bool:
-    """Whether a run compiles its model: ``config.compile``, or by default where it measured
-    faster with its compile time counted: bf16 autocast on a CPU, for runs of at least
-    :data:`COMPILE_MIN_STEPS` steps or :data:`COMPILE_MIN_SECONDS` of budget, and where a C++
-    compiler is installed for inductor."""
+def compiles_in_bf16(config, device: torch.device) -> bool:
+    """Whether a run would compile its model if it trained in bf16: ``config.compile``, or by
+    default where that measured faster with its compile time counted: on a CPU, for runs of at
+    least :data:`COMPILE_MIN_STEPS` steps or :data:`COMPILE_MIN_SECONDS` of budget, and where a
+    C++ compiler is installed for inductor."""
     if config.compile is not None:
         return config.compile
     long_run = (
@@ -74,8 +88,16 @@ def uses_compile(config, device: torch.device, width: int | None = None) -> bool
         if config.time_budget is not None
         else config.steps >= COMPILE_MIN_STEPS
     )
-    bf16_cpu = device.type == "cpu" and uses_bf16(device, config.precision, width)
-    return long_run and bf16_cpu and _has_cpp_compiler()
+    return device.type == "cpu" and long_run and _has_cpp_compiler()
+
+
+def uses_compile(config, device: torch.device, width: int | None = None) -> bool:
+    """Whether a run compiles its model: ``config.compile``, or by default bf16 autocast on a
+    CPU in a run long enough (:func:`compiles_in_bf16`)."""
+    if config.compile is not None:
+        return config.compile
+    compiled = compiles_in_bf16(config, device)
+    return compiled and uses_bf16(device, config.precision, width, compiled)
 
 
 def compile_for(net: nn.Module, device: torch.device, *, fullgraph: bool = False) -> nn.Module:

@@ -47,7 +47,7 @@ from .policy import (
     build_net,
     compile_for,
     model_width,
-    resolved_precision,
+    run_precision,
     uses_bf16,
     uses_compile,
 )
@@ -59,7 +59,7 @@ from .throughput import Throughput
 __all__ = [
     "BAR_SECONDS", "PRECISIONS", "RUN_FIELDS", "History", "NonFiniteError", "TrainConfig",
     "Trainer", "autocast_for", "compile_for", "configure_optimizer", "lr_at", "lr_at_progress",
-    "train", "uses_bf16", "uses_compile", "uses_fused_adamw",
+    "run_precision", "train", "uses_bf16", "uses_compile", "uses_fused_adamw",
 ]  # fmt: skip
 
 # Seconds between progress-bar redraws. In a notebook each redraw sends widget messages, and
@@ -114,13 +114,13 @@ class Trainer:
         self.meta = dict(meta or {})
         state = self._resume_state(resume, extend)
         saved = ((state or {}).get("run") or {}).get("resolved")
-        self.precision = resolved_precision(self.device, config.precision, self.width, saved)
+        self.precision = run_precision(config, self.device, self.width, saved)
         model.to(self.device)
         if state is None:
             seed_everything(rank_seed(config.seed, self.dist.rank))  # dropout's stream
         self.net = self._net(net)
         fused = uses_fused_adamw(config, self.device) or None
-        self.optimizer = build_optimizer(model, config, fused=fused)
+        self.optimizer = build_optimizer(model, config, fused=fused, device=self.device)
         self.history, self.start, self.schedule = History(), 0, config
         if state is not None:
             self.history, self.start = self._restore(state), state["step"]
