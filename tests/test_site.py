@@ -181,6 +181,7 @@ def test_a_broken_page_fails_the_build_naming_the_file_and_the_problem(tmp_path)
 
 
 def test_a_folder_that_is_not_a_site_is_not_deleted(tmp_path):
+    _need_builder()  # without it, build stops earlier, naming the missing extra
     (tmp_path / "precious.txt").write_text("keep me")
     with pytest.raises(site.SiteError, match="not a built site"):
         site.build(tmp_path)

@@ -137,12 +137,22 @@ def scan_paragraphs(text: str, paragraph_break: str, min_chars: int) -> Paragrap
     paragraph's key is then its words joined by single spaces (:func:`_paragraph_keys`). The same
     passage hard-wrapped differently, or with other quotes or punctuation, gets the same key."""
     keys, key_chars = _paragraph_keys(_mark_breaks(_word_bytes(text), paragraph_break))
-    paragraphs = text.split(paragraph_break)
-    chars = np.fromiter(map(len, paragraphs), np.int64, count=len(paragraphs))
-    starts = np.concatenate(([0], np.cumsum(chars + len(paragraph_break))[:-1]))
+    starts = _paragraph_starts(text, paragraph_break)
+    chars = np.append(starts[1:] - len(paragraph_break), len(text)) - starts
     index = np.flatnonzero(key_chars >= min_chars)
     hashes = np.fromiter((_hash_bytes(keys[i]) for i in index.tolist()), np.uint64, len(index))
     return ParagraphScan(hashes, chars[index], starts[index].astype(np.int64), index)
+
+
+def _paragraph_starts(text: str, paragraph_break: str) -> np.ndarray:
+    """Where each paragraph of ``text.split(paragraph_break)`` starts, found by ``str.find``
+    without copying the text into a list of paragraphs."""
+    starts, step = [0], len(paragraph_break)
+    at = text.find(paragraph_break)
+    while at != -1:
+        starts.append(at + step)
+        at = text.find(paragraph_break, at + step)
+    return np.array(starts, dtype=np.int64)
 
 
 def split_scan(scan: ParagraphScan, text: str, paragraph_break: str, cut: int, min_chars: int):

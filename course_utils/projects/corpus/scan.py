@@ -60,12 +60,16 @@ class BookScan:
         return points[self.read_ids()].tobytes().decode("utf-32-le")
 
 
-def _pad(part: str) -> int:
-    """Newlines to append so that ``part`` ends in a blank line (:data:`BOOK_GAP`)."""
-    return max(0, len(BOOK_GAP) - (len(part) - len(part.rstrip("\n"))))
+def _pad(text: str, start: int, end: int) -> int:
+    """Newlines to append so that ``text[start:end]`` ends in a blank line (:data:`BOOK_GAP`),
+    counted in place (no copy of the part)."""
+    newlines = 0
+    while newlines < len(BOOK_GAP) and end - newlines > start and text[end - newlines - 1] == "\n":
+        newlines += 1
+    return len(BOOK_GAP) - newlines
 
 
-def _append(cache_dir: Path, data: bytes) -> tuple[Path, int]:
+def _append(cache_dir: Path, data) -> tuple[Path, int]:
     """Append ``data`` to this process's cache file in ``cache_dir``; (its path, the offset)."""
     path = cache_dir / f"{os.getpid()}.ids"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -89,12 +93,13 @@ def scan_book(source: Book | Path, cache_dir: Path, val_fraction: float) -> Book
     codes = np.flatnonzero(counts)
     local = np.zeros(len(counts), ids_dtype(len(codes)))
     local[codes] = np.arange(len(codes))
-    cache, offset = _append(cache_dir, local[points].tobytes())
+    cache, offset = _append(cache_dir, local[points])  # the array's own buffer: no copy
     scan = scan_paragraphs(text, brk, DUPLICATE_MIN_CHARS)
     train_hashes, val_hashes = split_scan(scan, text, brk, cut, DUPLICATE_MIN_CHARS)
     alphabet = "".join(map(chr, codes.tolist()))
+    pads = (_pad(text, 0, cut), _pad(text, cut, len(text)))
     return BookScan(
-        book.name, brk, len(text), cut, (_pad(text[:cut]), _pad(text[cut:])), cache, offset,
+        book.name, brk, len(text), cut, pads, cache, offset,
         alphabet, dict(zip(alphabet, counts[codes].tolist())), scan, train_hashes, val_hashes,
     )  # fmt: skip
 

@@ -87,7 +87,13 @@ def encode_book(scan: BookScan, itos: list[str], dtype: str, folder: Path, start
     and ``val.bin`` at ``starts`` (token offsets, the book's spans in ``meta.json``), so the
     workers write in parallel and no ids travel between processes."""
     index = {ch: i for i, ch in enumerate(itos)}
-    ids = np.array([index[ch] for ch in scan.alphabet], dtype=dtype)[scan.read_ids()]
+    table = np.array([index[ch] for ch in scan.alphabet], dtype=dtype)
+    local = scan.read_ids()
+    if local.dtype == table.dtype == np.uint8:  # one byte each way: bytes.translate maps them
+        table = np.pad(table, (0, 256 - len(table)))
+        ids = np.frombuffer(local.tobytes().translate(table.tobytes()), np.uint8)
+    else:
+        ids = table[local]
     newline = index.get("\n", 0)
     parts = (ids[: scan.cut], ids[scan.cut :])
     itemsize = np.dtype(dtype).itemsize
