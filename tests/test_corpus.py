@@ -585,4 +585,8 @@ def test_bookgpt_prepare_starts_without_importing_torch(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False 0"
-    assert C.batch_at is bookgpt.corpus.batch_at  # still there for the lessons, on first use
+    from course_utils.core import batching
+
+    assert (C.batch_at, C.get_batch) == (batching.batch_at, batching.get_batch)  # on first use
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        C.no_such_name  # noqa: B018

@@ -57,12 +57,12 @@ def prefers_bf16(
 def cpu_prefers_bf16(width: int | None = None, compiled: bool = False) -> bool:
     """bf16 on this CPU only where it has bf16 units (AMX, AVX512_BF16, or a class the course
     does not know) and a short probe at ``width`` finds bf16 autocast faster than fp32 (by
-    ``cpu.FAST_ENOUGH``; for a run that compiles, ``cpu.EVEN_WHEN_COMPILED``: no slower); never
+    ``cpu.FAST_ENOUGH``; for a run that compiles, ``cpu.COMPILED_ENOUGH``: no slower); never
     on AVX2 or AVX-512 without bf16, where bf16 is emulated and many times slower."""
     if cpu.cpu_class() in cpu.NO_BF16_CLASSES:
         return False
     probe = cpu.bf16_probe(width or cpu.DEFAULT_WIDTH)
-    return probe.faster or (compiled and probe.speedup >= cpu.EVEN_WHEN_COMPILED)
+    return probe.faster or (compiled and probe.speedup >= cpu.COMPILED_ENOUGH)
 
 
 def precision_reason(device: str | torch.device, width: int | None = None) -> str:
