@@ -10,6 +10,7 @@ import functools
 import http.server
 import importlib.util
 import shutil
+import subprocess
 import threading
 import time
 import urllib.error
@@ -67,6 +68,12 @@ class _Page(HTMLParser):
             self._anchor = None
 
 
+def _committed(path: str, root: Path = ROOT) -> bytes:
+    """The file as git's HEAD holds it."""
+    return subprocess.run(["git", "-C", str(root), "show", f"HEAD:{path}"], capture_output=True,
+                          check=True).stdout  # fmt: skip
+
+
 def _parse(path: Path) -> _Page:
     page = _Page()
     page.feed(path.read_text(encoding="utf-8"))
@@ -76,32 +83,41 @@ def _parse(path: Path) -> _Page:
 # --- the lesson map -------------------------------------------------------------------------
 
 
+MAP = "| # | lesson | what you see | CPU minutes | lab |\n| --- | --- | --- | --- | --- |\n"
+
+
 def test_the_lesson_map_is_read_from_a_readme_table():
     readme = (
-        "## Lesson map\n\n| # | lesson | what you see | CPU minutes |\n| --- | --- | --- | --- |\n"
-        "| 01 | tokens | a \\| b, `x` | < 1 |\n| 02 | attention | heads | 1 |\n\nAfter.\n"
+        f"## Lesson map\n\n{MAP}"
+        "| 01 | [tokens](notebooks/01_t.ipynb) | a \\| b, `x` | < 1 | [lab 01](labs/01_t.ipynb) |\n"
+        "| 02 | [attention](notebooks/02_a.ipynb) | heads | 1 | – |\n\nAfter.\n"
     )
     assert site.lesson_map(readme) == [
-        ("01", "tokens", "a \\| b, `x`", "< 1"),
-        ("02", "attention", "heads", "1"),
+        ("01", "tokens", "notebooks/01_t.ipynb", "a \\| b, `x`", "< 1", "labs/01_t.ipynb"),
+        ("02", "attention", "notebooks/02_a.ipynb", "heads", "1", None),
     ]
     with pytest.raises(site.SiteError, match="no lesson map"):
         site.lesson_map("# A README without the table\n")
+    with pytest.raises(site.SiteError, match="should be a link"):
+        site.lesson_map(f"{MAP}| 01 | tokens | a | 1 | – |\n")
 
 
 def test_a_lesson_notebook_missing_from_the_map_fails_with_the_row_to_add(tmp_path):
     (tmp_path / "notebooks").mkdir()
     for name in ("01_tokens.ipynb", "02_attention.ipynb"):
         (tmp_path / "notebooks" / name).write_text("{}")
-    (tmp_path / "README.md").write_text(
-        "| # | lesson | what you see | CPU minutes |\n| --- | --- | --- | --- |\n"
-        "| 01 | t | w | 1 |\n"
-    )
+    row = "| 01 | [t](notebooks/01_tokens.ipynb) | w | 1 | – |\n"
+    (tmp_path / "README.md").write_text(MAP + row)
     with pytest.raises(site.SiteError, match=r"notebooks/02_attention.ipynb is not in README"):
         site.course_lessons(tmp_path)
     (tmp_path / "notebooks" / "02_attention.ipynb").unlink()
+    assert [lesson.title for lesson in site.course_lessons(tmp_path)] == ["t"]
+    (tmp_path / "labs").mkdir()  # a lab the row does not link
+    (tmp_path / "labs" / "01_tokens.ipynb").write_text("{}")
+    with pytest.raises(site.SiteError, match=r"row 01 links no lab: make it labs/01_tokens"):
+        site.course_lessons(tmp_path)
     (tmp_path / "notebooks" / "01_tokens.ipynb").unlink()
-    with pytest.raises(site.SiteError, match=r"row 01 \(t\) needs exactly one notebooks/01_"):
+    with pytest.raises(site.SiteError, match=r"row 01 \(t\) needs exactly one committed"):
         site.course_lessons(tmp_path)
 
 
@@ -116,8 +132,9 @@ def test_the_sites_pages_equal_the_readmes_lesson_map(built):
     home = _parse(built / "index.html")
     for stem in lesson_pages:
         assert f"notebooks/{stem}.html" in home.links, f"the home page's map lacks {stem}"
+        assert f"labs/{stem}.html" in home.links, f"the home page's map lacks lab {stem}"
     home_text = (built / "index.html").read_text(encoding="utf-8")
-    for number, title, _what, _minutes in rows:
+    for number, title, *_ in rows:
         assert f"<td><p>{number}</p></td>" in home_text and title in home_text
 
 
@@ -135,7 +152,7 @@ def test_every_lesson_and_lab_page_links_its_committed_notebook(built):
             ]
             assert len(links) == 1, f"{folder}/{path.name}: no 'Download this notebook' link"
             served = (path.parent / links[0]).resolve()
-            assert served.read_bytes() == (ROOT / folder / f"{path.stem}.ipynb").read_bytes()
+            assert served.read_bytes() == _committed(f"{folder}/{path.stem}.ipynb")
 
 
 def test_the_default_build_has_no_launch_button(built):
@@ -177,7 +194,7 @@ def test_a_broken_page_fails_the_build_naming_the_file_and_the_problem(tmp_path)
         site.sphinx_build(src, tmp_path / "out", tmp_path / "doctrees")
     message = str(failure.value)
     for problem in ("missing.png", "nowhere.md", "nosuchlexer"):
-        assert "docs/index.md" in message and problem in message, message
+        assert "README.md (the home page" in message and problem in message, message
 
 
 def test_a_folder_that_is_not_a_site_is_not_deleted(tmp_path):
