@@ -6,9 +6,12 @@ HTTP server, with every other host unreachable. ``.ci/run`` installs both and se
 COURSE_SITE_TESTS=required, so that CI fails instead of skipping when either is missing.
 """
 
+import base64
 import functools
+import html
 import http.server
 import importlib.util
+import re
 import shutil
 import subprocess
 import threading
@@ -19,6 +22,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag
 
+import nbformat
 import pytest
 from browser import chrome, skip_or_fail
 
@@ -26,6 +30,13 @@ from course_utils.tools import site
 from course_utils.tools.cleaning import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PNG = base64.b64encode(  # a 1x1 PNG: a student's own figure
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360f8cf00000301010018dd8db0"
+        "0000000049454e44ae426082"
+    )  # fmt: skip
+).decode()
 
 
 def _need_builder() -> None:
@@ -78,6 +89,67 @@ def _parse(path: Path) -> _Page:
     page = _Page()
     page.feed(path.read_text(encoding="utf-8"))
     return page
+
+
+# --- the README and the guides -------------------------------------------------------------
+
+GUIDES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+INLINE_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+REFERENCE = re.compile(r"^\[[^\]]+\]:\s*(\S+)", re.M)
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub and MyST make it: lower case, punctuation dropped, spaces
+    as hyphens (``Precision `auto` `` is ``precision-auto``)."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text))
+
+
+def _anchors(path: Path) -> set[str]:
+    prose = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {_slug(m) for m in re.findall(r"^#{1,6} (.+)$", prose, re.M)}
+
+
+def _relative_links(path: Path) -> list[str]:
+    prose = re.sub(r"`[^`\n]*`", "", FENCE.sub("", path.read_text(encoding="utf-8")))
+    links = INLINE_LINK.findall(prose) + REFERENCE.findall(prose)
+    return [link for link in links if not re.match(r"[a-z]+:", link)]
+
+
+def test_every_relative_link_of_the_readme_and_the_guides_resolves():
+    """As GitHub shows them: each relative link names a file of the checkout, and each #anchor
+    a heading of that page."""
+    problems, checked = [], 0
+    for path in GUIDES:
+        for link in _relative_links(path):
+            target, _, fragment = link.partition("#")
+            file = (path.parent / target).resolve() if target else path
+            checked += 1
+            if not file.exists():
+                problems.append(f"{path.relative_to(ROOT)}: {link}: no such file")
+            elif fragment and file.suffix == ".md" and fragment not in _anchors(file):
+                problems.append(f"{path.relative_to(ROOT)}: {link}: no heading #{fragment}")
+    assert not problems, "\n".join(problems)
+    readme = _relative_links(ROOT / "README.md")
+    assert checked > 50 and len(readme) >= 30, (checked, len(readme))  # the parser finds them
+
+
+def test_the_readme_is_a_front_door_pointing_to_every_guide():
+    lines = README.splitlines()
+    assert len(lines) <= 160, f"README.md has {len(lines)} lines: move detail into docs/"
+    for guide in ("instructors", "maintainers", "gpu", "checks", "results", "troubleshooting",
+                  "getting-started", "sources"):  # fmt: skip
+        assert f"](docs/{guide}.md)" in README, f"README.md does not point to docs/{guide}.md"
+    assert "](ARCHITECTURE.md)" in README
+    for command in ("make course", "make test", "gpt-course open"):
+        assert command in README
+
+
+def test_no_guide_is_a_slice_of_another_file():
+    for path in GUIDES:
+        text = path.read_text(encoding="utf-8")
+        assert ":start-after:" not in text and ":end-before:" not in text, path
 
 
 # --- the lesson map -------------------------------------------------------------------------
@@ -136,6 +208,56 @@ def test_the_sites_pages_equal_the_readmes_lesson_map(built):
     home_text = (built / "index.html").read_text(encoding="utf-8")
     for number, title, *_ in rows:
         assert f"<td><p>{number}</p></td>" in home_text and title in home_text
+
+
+def _git(repo: Path, *args: str) -> None:
+    identity = ["-c", "user.name=course", "-c", "user.email=course@example.org"]
+    subprocess.run(["git", "-C", str(repo), *identity, *args], check=True, capture_output=True)
+
+
+def test_the_site_shows_the_committed_notebooks_whatever_the_working_tree_holds(tmp_path):
+    """A student ran and saved lab 01 (a warning, a figure, a line of their own) and changed an
+    output of lesson 02: the site still builds, and shows what git's HEAD holds."""
+    _need_builder()
+    repo = tmp_path / "course"
+    for name in ("docs", "notebooks", "labs"):
+        shutil.copytree(ROOT / name, repo / name)
+    for name in ("README.md", "LICENSE", "ARCHITECTURE.md"):
+        shutil.copy2(ROOT / name, repo / name)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "the course as CI checked it")
+    lab_path = repo / "labs" / "01_tokens_and_embeddings.ipynb"
+    lab = nbformat.read(lab_path, as_version=4)
+    cell = next(c for c in lab.cells if c.cell_type == "code")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text="UserWarning: STUDENT WARNING\n"),
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"}),
+        nbformat.v4.new_output("stream", name="stdout", text="STUDENT OUTPUT\n"),
+    ]
+    nbformat.write(lab, lab_path)
+    lesson_path = repo / "notebooks" / "02_attention.ipynb"
+    lesson = nbformat.read(lesson_path, as_version=4)
+    output = next(
+        o for c in lesson.cells for o in c.get("outputs", []) if o.get("name") == "stdout"
+    )
+    committed_line = output.text.strip().splitlines()[0]
+    output.text = "STUDENT RESULT\n"
+    nbformat.write(lesson, lesson_path)
+    (repo / "notebooks" / "99_scratch.ipynb").write_text("{}")  # untracked: not on the site
+
+    _seconds, notes = site.build(tmp_path / "site", root=repo)
+    assert not [note for note in notes if "working tree" in note], notes
+    lab_page = (tmp_path / "site" / "labs" / "01_tokens_and_embeddings.html").read_text()
+    lesson_page = (tmp_path / "site" / "notebooks" / "02_attention.html").read_text()
+    assert "STUDENT" not in lab_page and "STUDENT" not in lesson_page
+    assert html.escape(committed_line, quote=False) in lesson_page, committed_line
+    assert not (tmp_path / "site" / "notebooks" / "99_scratch.html").exists()
+
+
+def test_without_git_the_site_says_it_builds_from_the_working_tree(tmp_path):
+    note = site.committed(tmp_path, tmp_path / "out")
+    assert note and "not a git checkout" in note and "working tree" in note
 
 
 def test_lab_pages_hold_no_solution_or_hidden_test(built):
