@@ -70,8 +70,12 @@ def run_per_class(argv: list[str], names: list[str]) -> int:
 
 
 def _stream(command: list[str], env: dict) -> int:
-    """Run ``command``, its output passed on line by line through this process's stdout (so a
-    benchmark's ``--results`` records every class's tables); returns its exit status."""
+    """Run ``command`` and return its exit status. While ``--results`` records this process's
+    output (``benchmarks/record.py``), the child's lines are passed on through it, so that every
+    class's tables are recorded; otherwise the child writes to the terminal itself."""
+    if not getattr(sys.stdout, "records_children", False):
+        sys.stdout.flush()
+        return subprocess.call(command, env=env)
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, bufsize=1) as child:
         for line in child.stdout:
             print(line, end="", flush=True)

@@ -45,7 +45,10 @@ def take_option(argv: list[str], script: str) -> tuple[Path | None, list[str]]:
 
 
 class _Tee(io.TextIOBase):
-    """Writes go to the terminal as before and into a buffer kept for the record."""
+    """Writes go to the terminal as before and into a buffer kept for the record (and
+    ``cpu_classes`` passes its children's output through it)."""
+
+    records_children = True
 
     def __init__(self, terminal) -> None:
         self.terminal, self.kept = terminal, io.StringIO()
