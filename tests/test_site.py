@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag
@@ -260,6 +261,20 @@ def test_without_git_the_site_says_it_builds_from_the_working_tree(tmp_path):
     assert note and "not a git checkout" in note and "working tree" in note
 
 
+def test_every_figure_says_what_it_shows(built):
+    """Alt text from the figure's titles and axes (not the hashed file name myst-nb gives)."""
+    alts = []
+    for path in sorted((built / "notebooks").glob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        alts += [
+            (path.name, alt) for alt in re.findall(r'<img alt="([^"]*)" src="\.\./_images/', text)
+        ]
+    assert len(alts) >= 20
+    bad = [(name, alt) for name, alt in alts if not alt.startswith("Figure") or "_images" in alt]
+    assert not bad, bad
+    assert any("(axes: d_k, variance of the score)" in alt for _, alt in alts)
+
+
 def test_lab_pages_hold_no_solution_or_hidden_test(built):
     for path in (built / "labs").glob("*.html"):
         text = path.read_text(encoding="utf-8")
@@ -348,6 +363,23 @@ typeset.then(() => {
   });
 }).catch(e => done({error: String(e)}));
 """
+
+# axe-core (vendored, MPL-2.0: tests/vendor/axe-core/) run on the page as a reader gets it.
+AXE = (Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+AXE_RUN = """
+const done = arguments[arguments.length - 1];
+axe.run(document).then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact,
+  nodes: v.nodes.map(n => n.target.join(" ") + " " + n.html.slice(0, 80))}))))
+  .catch(e => done([{id: "axe-error", impact: "critical", nodes: [String(e)]}]));
+"""
+SERIOUS = ("serious", "critical")
+
+
+def _axe(driver) -> list[dict]:
+    """The accessibility violations axe-core finds on the page loaded in ``driver``."""
+    driver.execute_script(AXE)
+    return driver.execute_async_script(AXE_RUN)
+
 
 # Each quiz answer is in the page but hidden until its disclosure is opened.
 ANSWERS_HIDDEN = """
@@ -443,7 +475,7 @@ def test_every_page_works_offline_in_a_real_browser(
         if not p.relative_to(built).as_posix().startswith("_")
     )
     assert "notebooks/02_attention.html" in pages and len(pages) > 20
-    problems, internal = [], set()
+    problems, internal, impacts = [], set(), {}
     browser.get_log("browser"), _requests(browser)  # start both logs empty
     for name in pages:
         browser.get(served + name)
@@ -463,6 +495,14 @@ def test_every_page_works_offline_in_a_real_browser(
             f"{name}: asked the network for {url}" for url in external if url[:4] == "http"
         ]
         internal |= {link for link in found["links"] if link.startswith(served)}
+        violations = _axe(browser)
+        impacts[name] = Counter(v["impact"] for v in violations for _ in v["nodes"])
+        problems += [
+            f"{name}: accessibility ({v['impact']}) {v['id']}: {node}"
+            for v in violations
+            if v["impact"] in SERIOUS
+            for node in v["nodes"]
+        ]
     problems += _check_links(internal, served)
     assert not problems, "\n".join(problems)
 
@@ -509,6 +549,11 @@ def test_every_page_works_offline_in_a_real_browser(
     with capsys.disabled():  # the paths show in every run's log, not only on failure
         print(f"\nsite browser test: {len(pages)} pages in {time.perf_counter() - start:.0f} s")
         print(f"screenshots: {shots / 'home.png'} {shots / 'lesson-02.png'}")
+        total = sum(impacts.values(), Counter())
+        print(f"axe-core violations (nodes) on {len(impacts)} pages: {dict(total) or 'none'}")
+        for name, counts in sorted(impacts.items()):
+            if counts:
+                print(f"  {name}: {dict(counts)}")
 
 
 # The code, output, display-equation and table boxes of a lesson or lab page that are wider than
@@ -539,6 +584,11 @@ const done = arguments[arguments.length - 1];
     const width = img.getBoundingClientRect().width;
     if (img.naturalWidth >= column && width < column - 20) {
       narrow.push(`a ${img.naturalWidth} px figure drawn ${Math.round(width)} px wide`);
+    }
+    // On a phone a wide figure keeps a readable width and scrolls inside its box instead.
+    if (innerWidth < 700 && img.naturalWidth > 1.5 * column &&
+        width < Math.min(img.naturalWidth, 600)) {
+      narrow.push(`a ${img.naturalWidth} px figure shrunk to ${Math.round(width)} px on a phone`);
     }
   }
   const page = document.scrollingElement;
