@@ -39,6 +39,7 @@ BUILDER = ("sphinx", "myst_nb", "sphinx_book_theme")  # the `site` extra
 ORIGINALS = "_originals"  # the committed notebooks, untouched, for the download links
 NOTEBOOK_FOLDERS = ("notebooks", "labs")  # read from git's HEAD
 PAGES = ("LICENSE", "ARCHITECTURE.md")  # beside docs/, from the working tree
+REPUBLISH = "republish it to save its widget state"
 NAVIGATION = "docs/navigation.md"  # the site's menus, appended to the README on the home page
 
 
@@ -203,7 +204,8 @@ def stage(src: Path, root: Path = ROOT) -> list[str]:
             original.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(tree / path, original)
             nb = nbformat.read(tree / path, as_version=4)
-            notes += [f"{path}: {note}" for note in page(nb, _header(lesson, lab), str(path), lab)]
+            left_off = page(nb, _header(lesson, lab), str(path), lab)
+            notes += [f"{path}: {note}; left off its page ({REPUBLISH})" for note in left_off]
             (src / path).parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, src / path)
     return notes
@@ -318,7 +320,7 @@ def run_build(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 1
     for note in notes:
-        print(f"note: {note}; left off its page (republish it to save its widget state)")
+        print(f"note: {note}")
     print(f"site built in {seconds:.0f} s: {args.out / 'index.html'}")
     return 0
 
