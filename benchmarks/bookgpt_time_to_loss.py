@@ -157,4 +157,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import record  # a sibling module: --results FILE records the tables
+
+    sys.exit(record.run(main))

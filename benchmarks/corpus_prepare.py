@@ -169,4 +169,6 @@ def report(rows) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import record  # a sibling module: --results FILE records the tables
+
+    sys.exit(record.run(main))

@@ -55,7 +55,8 @@ def classes(text: str) -> list[str]:
 
 def run_per_class(argv: list[str], names: list[str]) -> int:
     """Run this script (``sys.argv[0]``) once per class with ``argv`` and ``--cpu-class
-    native``; its output streams through under a heading. The worst exit status is returned."""
+    native``; its output streams through under a heading (:func:`_stream`). The worst exit
+    status is returned."""
     status = 0
     for name in names:
         env = {**os.environ, **EMULATION[name]}
@@ -64,8 +65,21 @@ def run_per_class(argv: list[str], names: list[str]) -> int:
                 env.pop(var, None)
         child = [sys.executable, sys.argv[0], *strip_option(argv), OPTION, "native"]
         print(f"\n## CPU class {name}: {heading(name)}\n", flush=True)
-        status = max(status, subprocess.call(child, env=env))
+        status = max(status, _stream(child, env))
     return status
+
+
+def _stream(command: list[str], env: dict) -> int:
+    """Run ``command`` and return its exit status. While ``--results`` records this process's
+    output (``benchmarks/record.py``), the child's lines are passed on through it, so that every
+    class's tables are recorded; otherwise the child writes to the terminal itself."""
+    if not getattr(sys.stdout, "records_children", False):
+        sys.stdout.flush()
+        return subprocess.call(command, env=env)
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, bufsize=1) as child:
+        for line in child.stdout:
+            print(line, end="", flush=True)
+    return child.returncode
 
 
 def heading(name: str) -> str:

@@ -127,4 +127,6 @@ def print_table(rows: list[dict], lab: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import record  # a sibling module: --results FILE records the tables
+
+    sys.exit(record.run(main))

@@ -1,9 +1,10 @@
 """Sphinx settings of the course website.
 
 ``python -m course_utils site build`` (``make site``) lays the sources out in a temporary folder
-(these pages, README.md and LICENSE beside them, the lessons and labs as committed under
-notebooks/ and labs/) and runs Sphinx there with warnings as errors. Nothing is executed: the
-pages show the outputs that CI checked.
+that mirrors the repository (README.md as the home page, these guides under docs/, the lessons and
+labs as git's HEAD holds them under notebooks/ and labs/) and runs Sphinx there with these
+settings (``-c docs``) and warnings as errors. Nothing is executed: the pages show the outputs
+that CI checked.
 """
 
 import os
@@ -22,7 +23,7 @@ copyright = "the course authors: code MIT, lesson text CC BY 4.0 (see License)"
 
 extensions = ["myst_nb", "sphinx-mathjax-offline"]  # MathJax 3 served from _static/mathjax
 root_doc = "index"
-exclude_patterns = ["_originals", "_lesson_map.md", "README.md", "LICENSE"]
+exclude_patterns = ["_originals", "docs/navigation.md", "docs/_static"]
 
 # MyST: $...$ and $$...$$ math as in the notebooks, ::: fences for blocks with a class.
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]

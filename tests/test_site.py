@@ -6,18 +6,24 @@ HTTP server, with every other host unreachable. ``.ci/run`` installs both and se
 COURSE_SITE_TESTS=required, so that CI fails instead of skipping when either is missing.
 """
 
+import base64
 import functools
+import html
 import http.server
 import importlib.util
+import re
 import shutil
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag
 
+import nbformat
 import pytest
 from browser import chrome, skip_or_fail
 
@@ -25,6 +31,13 @@ from course_utils.tools import site
 from course_utils.tools.cleaning import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PNG = base64.b64encode(  # a 1x1 PNG: a student's own figure
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360f8cf00000301010018dd8db0"
+        "0000000049454e44ae426082"
+    )  # fmt: skip
+).decode()
 
 
 def _need_builder() -> None:
@@ -67,41 +80,117 @@ class _Page(HTMLParser):
             self._anchor = None
 
 
+def _committed(path: str, root: Path = ROOT) -> bytes:
+    """The file as git's HEAD holds it."""
+    return subprocess.run(["git", "-C", str(root), "show", f"HEAD:{path}"], capture_output=True,
+                          check=True).stdout  # fmt: skip
+
+
 def _parse(path: Path) -> _Page:
     page = _Page()
     page.feed(path.read_text(encoding="utf-8"))
     return page
 
 
+# --- the README and the guides -------------------------------------------------------------
+
+GUIDES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+INLINE_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+REFERENCE = re.compile(r"^\[[^\]]+\]:\s*(\S+)", re.M)
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub and MyST make it: lower case, punctuation dropped, spaces
+    as hyphens (``Precision `auto` `` is ``precision-auto``)."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text))
+
+
+def _anchors(path: Path) -> set[str]:
+    prose = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {_slug(m) for m in re.findall(r"^#{1,6} (.+)$", prose, re.M)}
+
+
+def _relative_links(path: Path) -> list[str]:
+    prose = re.sub(r"`[^`\n]*`", "", FENCE.sub("", path.read_text(encoding="utf-8")))
+    links = INLINE_LINK.findall(prose) + REFERENCE.findall(prose)
+    return [link for link in links if not re.match(r"[a-z]+:", link)]
+
+
+def test_every_relative_link_of_the_readme_and_the_guides_resolves():
+    """As GitHub shows them: each relative link names a file of the checkout, and each #anchor
+    a heading of that page."""
+    problems, checked = [], 0
+    for path in GUIDES:
+        for link in _relative_links(path):
+            target, _, fragment = link.partition("#")
+            file = (path.parent / target).resolve() if target else path
+            checked += 1
+            if not file.exists():
+                problems.append(f"{path.relative_to(ROOT)}: {link}: no such file")
+            elif fragment and file.suffix == ".md" and fragment not in _anchors(file):
+                problems.append(f"{path.relative_to(ROOT)}: {link}: no heading #{fragment}")
+    assert not problems, "\n".join(problems)
+    readme = _relative_links(ROOT / "README.md")
+    assert checked > 50 and len(readme) >= 30, (checked, len(readme))  # the parser finds them
+
+
+def test_the_readme_is_a_front_door_pointing_to_every_guide():
+    lines = README.splitlines()
+    assert len(lines) <= 160, f"README.md has {len(lines)} lines: move detail into docs/"
+    for guide in ("instructors", "maintainers", "gpu", "checks", "results", "troubleshooting",
+                  "getting-started", "sources"):  # fmt: skip
+        assert f"](docs/{guide}.md)" in README, f"README.md does not point to docs/{guide}.md"
+    assert "](ARCHITECTURE.md)" in README
+    for command in ("make course", "make test", "gpt-course open"):
+        assert command in README
+
+
+def test_no_guide_is_a_slice_of_another_file():
+    for path in GUIDES:
+        text = path.read_text(encoding="utf-8")
+        assert ":start-after:" not in text and ":end-before:" not in text, path
+
+
 # --- the lesson map -------------------------------------------------------------------------
+
+
+MAP = "| # | lesson | what you see | CPU minutes | lab |\n| --- | --- | --- | --- | --- |\n"
 
 
 def test_the_lesson_map_is_read_from_a_readme_table():
     readme = (
-        "## Lesson map\n\n| # | lesson | what you see | CPU minutes |\n| --- | --- | --- | --- |\n"
-        "| 01 | tokens | a \\| b, `x` | < 1 |\n| 02 | attention | heads | 1 |\n\nAfter.\n"
+        f"## Lesson map\n\n{MAP}"
+        "| 01 | [tokens](notebooks/01_t.ipynb) | a \\| b, `x` | < 1 | [lab 01](labs/01_t.ipynb) |\n"
+        "| 02 | [attention](notebooks/02_a.ipynb) | heads | 1 | – |\n\nAfter.\n"
     )
     assert site.lesson_map(readme) == [
-        ("01", "tokens", "a \\| b, `x`", "< 1"),
-        ("02", "attention", "heads", "1"),
+        ("01", "tokens", "notebooks/01_t.ipynb", "a \\| b, `x`", "< 1", "labs/01_t.ipynb"),
+        ("02", "attention", "notebooks/02_a.ipynb", "heads", "1", None),
     ]
     with pytest.raises(site.SiteError, match="no lesson map"):
         site.lesson_map("# A README without the table\n")
+    with pytest.raises(site.SiteError, match="should be a link"):
+        site.lesson_map(f"{MAP}| 01 | tokens | a | 1 | – |\n")
 
 
 def test_a_lesson_notebook_missing_from_the_map_fails_with_the_row_to_add(tmp_path):
     (tmp_path / "notebooks").mkdir()
     for name in ("01_tokens.ipynb", "02_attention.ipynb"):
         (tmp_path / "notebooks" / name).write_text("{}")
-    (tmp_path / "README.md").write_text(
-        "| # | lesson | what you see | CPU minutes |\n| --- | --- | --- | --- |\n"
-        "| 01 | t | w | 1 |\n"
-    )
+    row = "| 01 | [t](notebooks/01_tokens.ipynb) | w | 1 | – |\n"
+    (tmp_path / "README.md").write_text(MAP + row)
     with pytest.raises(site.SiteError, match=r"notebooks/02_attention.ipynb is not in README"):
         site.course_lessons(tmp_path)
     (tmp_path / "notebooks" / "02_attention.ipynb").unlink()
+    assert [lesson.title for lesson in site.course_lessons(tmp_path)] == ["t"]
+    (tmp_path / "labs").mkdir()  # a lab the row does not link
+    (tmp_path / "labs" / "01_tokens.ipynb").write_text("{}")
+    with pytest.raises(site.SiteError, match=r"row 01 links no lab: make it labs/01_tokens"):
+        site.course_lessons(tmp_path)
     (tmp_path / "notebooks" / "01_tokens.ipynb").unlink()
-    with pytest.raises(site.SiteError, match=r"row 01 \(t\) needs exactly one notebooks/01_"):
+    with pytest.raises(site.SiteError, match=r"row 01 \(t\) needs exactly one committed"):
         site.course_lessons(tmp_path)
 
 
@@ -116,9 +205,74 @@ def test_the_sites_pages_equal_the_readmes_lesson_map(built):
     home = _parse(built / "index.html")
     for stem in lesson_pages:
         assert f"notebooks/{stem}.html" in home.links, f"the home page's map lacks {stem}"
+        assert f"labs/{stem}.html" in home.links, f"the home page's map lacks lab {stem}"
     home_text = (built / "index.html").read_text(encoding="utf-8")
-    for number, title, _what, _minutes in rows:
+    for number, title, *_ in rows:
         assert f"<td><p>{number}</p></td>" in home_text and title in home_text
+
+
+def _git(repo: Path, *args: str) -> None:
+    identity = ["-c", "user.name=course", "-c", "user.email=course@example.org"]
+    subprocess.run(["git", "-C", str(repo), *identity, *args], check=True, capture_output=True)
+
+
+def test_the_site_shows_the_committed_notebooks_whatever_the_working_tree_holds(tmp_path):
+    """A student ran and saved lab 01 (a warning, a figure, a line of their own) and changed an
+    output of lesson 02: the site still builds, and shows what git's HEAD holds."""
+    _need_builder()
+    repo = tmp_path / "course"
+    for name in ("docs", "notebooks", "labs"):
+        shutil.copytree(ROOT / name, repo / name)
+    for name in ("README.md", "LICENSE", "ARCHITECTURE.md"):
+        shutil.copy2(ROOT / name, repo / name)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "the course as CI checked it")
+    lab_path = repo / "labs" / "01_tokens_and_embeddings.ipynb"
+    lab = nbformat.read(lab_path, as_version=4)
+    cell = next(c for c in lab.cells if c.cell_type == "code")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text="UserWarning: STUDENT WARNING\n"),
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"}),
+        nbformat.v4.new_output("stream", name="stdout", text="STUDENT OUTPUT\n"),
+    ]
+    nbformat.write(lab, lab_path)
+    lesson_path = repo / "notebooks" / "02_attention.ipynb"
+    lesson = nbformat.read(lesson_path, as_version=4)
+    output = next(
+        o for c in lesson.cells for o in c.get("outputs", []) if o.get("name") == "stdout"
+    )
+    committed_line = output.text.strip().splitlines()[0]
+    output.text = "STUDENT RESULT\n"
+    nbformat.write(lesson, lesson_path)
+    (repo / "notebooks" / "99_scratch.ipynb").write_text("{}")  # untracked: not on the site
+
+    _seconds, notes = site.build(tmp_path / "site", root=repo)
+    assert not [note for note in notes if "working tree" in note], notes
+    lab_page = (tmp_path / "site" / "labs" / "01_tokens_and_embeddings.html").read_text()
+    lesson_page = (tmp_path / "site" / "notebooks" / "02_attention.html").read_text()
+    assert "STUDENT" not in lab_page and "STUDENT" not in lesson_page
+    assert html.escape(committed_line, quote=False) in lesson_page, committed_line
+    assert not (tmp_path / "site" / "notebooks" / "99_scratch.html").exists()
+
+
+def test_without_git_the_site_says_it_builds_from_the_working_tree(tmp_path):
+    note = site.committed(tmp_path, tmp_path / "out")
+    assert note and "not a git checkout" in note and "working tree" in note
+
+
+def test_every_figure_says_what_it_shows(built):
+    """Alt text from the figure's titles and axes (not the hashed file name myst-nb gives)."""
+    alts = []
+    for path in sorted((built / "notebooks").glob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        alts += [
+            (path.name, alt) for alt in re.findall(r'<img alt="([^"]*)" src="\.\./_images/', text)
+        ]
+    assert len(alts) >= 20
+    bad = [(name, alt) for name, alt in alts if not alt.startswith("Figure") or "_images" in alt]
+    assert not bad, bad
+    assert any("(axes: d_k, variance of the score)" in alt for _, alt in alts)
 
 
 def test_lab_pages_hold_no_solution_or_hidden_test(built):
@@ -135,7 +289,7 @@ def test_every_lesson_and_lab_page_links_its_committed_notebook(built):
             ]
             assert len(links) == 1, f"{folder}/{path.name}: no 'Download this notebook' link"
             served = (path.parent / links[0]).resolve()
-            assert served.read_bytes() == (ROOT / folder / f"{path.stem}.ipynb").read_bytes()
+            assert served.read_bytes() == _committed(f"{folder}/{path.stem}.ipynb")
 
 
 def test_the_default_build_has_no_launch_button(built):
@@ -177,7 +331,7 @@ def test_a_broken_page_fails_the_build_naming_the_file_and_the_problem(tmp_path)
         site.sphinx_build(src, tmp_path / "out", tmp_path / "doctrees")
     message = str(failure.value)
     for problem in ("missing.png", "nowhere.md", "nosuchlexer"):
-        assert "docs/index.md" in message and problem in message, message
+        assert "README.md (the home page" in message and problem in message, message
 
 
 def test_a_folder_that_is_not_a_site_is_not_deleted(tmp_path):
@@ -209,6 +363,23 @@ typeset.then(() => {
   });
 }).catch(e => done({error: String(e)}));
 """
+
+# axe-core (vendored, MPL-2.0: tests/vendor/axe-core/) run on the page as a reader gets it.
+AXE = (Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+AXE_RUN = """
+const done = arguments[arguments.length - 1];
+axe.run(document).then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact,
+  nodes: v.nodes.map(n => n.target.join(" ") + " " + n.html.slice(0, 80))}))))
+  .catch(e => done([{id: "axe-error", impact: "critical", nodes: [String(e)]}]));
+"""
+SERIOUS = ("serious", "critical")
+
+
+def _axe(driver) -> list[dict]:
+    """The accessibility violations axe-core finds on the page loaded in ``driver``."""
+    driver.execute_script(AXE)
+    return driver.execute_async_script(AXE_RUN)
+
 
 # Each quiz answer is in the page but hidden until its disclosure is opened.
 ANSWERS_HIDDEN = """
@@ -304,7 +475,7 @@ def test_every_page_works_offline_in_a_real_browser(
         if not p.relative_to(built).as_posix().startswith("_")
     )
     assert "notebooks/02_attention.html" in pages and len(pages) > 20
-    problems, internal = [], set()
+    problems, internal, impacts = [], set(), {}
     browser.get_log("browser"), _requests(browser)  # start both logs empty
     for name in pages:
         browser.get(served + name)
@@ -324,6 +495,14 @@ def test_every_page_works_offline_in_a_real_browser(
             f"{name}: asked the network for {url}" for url in external if url[:4] == "http"
         ]
         internal |= {link for link in found["links"] if link.startswith(served)}
+        violations = _axe(browser)
+        impacts[name] = Counter(v["impact"] for v in violations for _ in v["nodes"])
+        problems += [
+            f"{name}: accessibility ({v['impact']}) {v['id']}: {node}"
+            for v in violations
+            if v["impact"] in SERIOUS
+            for node in v["nodes"]
+        ]
     problems += _check_links(internal, served)
     assert not problems, "\n".join(problems)
 
@@ -370,6 +549,11 @@ def test_every_page_works_offline_in_a_real_browser(
     with capsys.disabled():  # the paths show in every run's log, not only on failure
         print(f"\nsite browser test: {len(pages)} pages in {time.perf_counter() - start:.0f} s")
         print(f"screenshots: {shots / 'home.png'} {shots / 'lesson-02.png'}")
+        total = sum(impacts.values(), Counter())
+        print(f"axe-core violations (nodes) on {len(impacts)} pages: {dict(total) or 'none'}")
+        for name, counts in sorted(impacts.items()):
+            if counts:
+                print(f"  {name}: {dict(counts)}")
 
 
 # The code, output, display-equation and table boxes of a lesson or lab page that are wider than
@@ -400,6 +584,11 @@ const done = arguments[arguments.length - 1];
     const width = img.getBoundingClientRect().width;
     if (img.naturalWidth >= column && width < column - 20) {
       narrow.push(`a ${img.naturalWidth} px figure drawn ${Math.round(width)} px wide`);
+    }
+    // On a phone a wide figure keeps a readable width and scrolls inside its box instead.
+    if (innerWidth < 700 && img.naturalWidth > 1.5 * column &&
+        width < Math.min(img.naturalWidth, 600)) {
+      narrow.push(`a ${img.naturalWidth} px figure shrunk to ${Math.round(width)} px on a phone`);
     }
   }
   const page = document.scrollingElement;

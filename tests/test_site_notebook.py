@@ -9,6 +9,8 @@ from course_utils.tools.publish import execute
 from course_utils.tools.site_notebook import (
     WIDGET_VIEW,
     PageError,
+    describe_figures,
+    figure_alt,
     hide_hidden_outputs,
     page,
     static_outputs,
@@ -85,3 +87,27 @@ def test_a_lab_with_a_solution_or_hidden_tests_is_refused(marker):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"{marker}\nx = 1")])
     with pytest.raises(PageError, match="labs build"):
         page(nb, "header", "labs/00_x.ipynb", lab=True)
+
+
+def test_a_figure_is_described_by_its_titles_and_axes_or_its_author():
+    source = (
+        "%matplotlib inline\n"
+        "fig, (a, b) = plt.subplots(1, 2)\n"
+        "fig.suptitle(f'width {w}: the C^2 terms take over')\n"
+        "a.set_title('loss')\na.set_xlabel('step')\na.set_ylabel('nats')\nb.set_xlabel('step')\n"
+    )
+    assert figure_alt(source) == (
+        "Figure: width …: the C^2 terms take over; loss (axes: step, nats)"
+    )
+    assert figure_alt("plt.imshow(x)", "<Figure size 640x480 with 4 Axes>") == (
+        "Figure with 4 axes drawn by the code above"
+    )
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source), nbformat.v4.new_code_cell("plt.plot(x)")]
+    )
+    for cell in nb.cells:
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"})]
+    nb.cells[1].metadata["course_utils"] = {"alt": "A rising line"}
+    describe_figures(nb)
+    assert nb.cells[0].metadata["mystnb"]["image"]["alt"].startswith("Figure: width …")
+    assert nb.cells[1].metadata["mystnb"]["image"]["alt"] == "A rising line"

@@ -1,0 +1,154 @@
+"""Record what a benchmark printed, and where and when it ran, as a page under ``docs/results/``.
+
+Every benchmark's ``__main__`` runs through :func:`run`, which takes ``--results [FILE]`` off the
+command line (FILE defaults to ``docs/results/<script>.md``), runs the benchmark as it would run
+without it, and then writes what it printed to FILE: its Markdown tables as tables, every other
+line verbatim, under a line naming the command, the date, the host, its CPU and CPU class, torch,
+Python, the thread count and the commit. The results page (``docs/results.md``) links these
+pages, so a measurement is rerun rather than retyped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+OPTION = "--results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+
+
+def take_option(argv: list[str], script: str) -> tuple[Path | None, list[str]]:
+    """``(FILE, the other arguments)``: FILE is None without ``--results``, and
+    ``docs/results/<script>.md`` when the option names no file."""
+    path, rest, i = None, [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith(f"{OPTION}="):
+            path = Path(arg.split("=", 1)[1])
+        elif arg == OPTION:
+            following = argv[i + 1] if i + 1 < len(argv) else ""
+            if following and not following.startswith("-"):
+                path, i = Path(following), i + 1
+            else:
+                path = RESULTS / f"{script}.md"
+        else:
+            rest.append(arg)
+        i += 1
+    return path, rest
+
+
+class _Tee(io.TextIOBase):
+    """Writes go to the terminal as before and into a buffer kept for the record (and
+    ``cpu_classes`` passes its children's output through it)."""
+
+    records_children = True
+
+    def __init__(self, terminal) -> None:
+        self.terminal, self.kept = terminal, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.kept.write(text)
+        return self.terminal.write(text)
+
+    def flush(self) -> None:
+        self.terminal.flush()
+
+
+def _commit() -> str:
+    try:
+        found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                               capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return found.stdout.strip() or "unknown"
+
+
+def context() -> dict[str, str]:
+    """Where and when a benchmark ran: what a reader needs to compare two recordings."""
+    import torch
+
+    from course_utils.core import cpu
+
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": platform.node() or "unknown",
+        "cpu": cpu._cpu_model(),
+        "cpu class": cpu.cpu_class(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": str(torch.get_num_threads()),
+        "commit": _commit(),
+    }
+
+
+def as_markdown(output: str) -> str:
+    """The printed text as a page body: table lines stay a table, headings stay headings, and
+    every other run of lines goes into a text block, exactly as printed."""
+    blocks, text = [], []
+
+    def close_text() -> None:
+        if any(line.strip() for line in text):
+            blocks.append("```text\n" + "\n".join(text).strip("\n") + "\n```")
+        text.clear()
+
+    table: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("|"):
+            close_text()
+            table.append(line)
+            continue
+        if table:
+            blocks.append("\n".join(table))
+            table = []
+        if line.startswith("## "):
+            close_text()
+            blocks.append("#" + line)  # a CPU class's heading, one level under the title
+        else:
+            text.append(line)
+    if table:
+        blocks.append("\n".join(table))
+    close_text()
+    return "\n\n".join(blocks) + "\n"
+
+
+def page(title: str, command: str, where: dict[str, str], output: str) -> str:
+    """A recorded page: the title, one line of provenance, the benchmark's output."""
+    facts = ", ".join(f"{key} {value}" for key, value in where.items() if key != "date")
+    return (
+        f"# {title}\n\n"
+        f"Recorded {where['date']} by `{command}`: {facts}. Rerun that command with "
+        f"`{OPTION}` to replace this page.\n\n" + as_markdown(output)
+    )
+
+
+def run(main: Callable[[list[str]], object], argv: list[str] | None = None) -> int:
+    """Run a benchmark's ``main`` on ``argv`` (default: the command line), recording what it
+    prints when ``--results`` is given; returns its exit status."""
+    script = Path(sys.argv[0]).stem
+    path, rest = take_option(sys.argv[1:] if argv is None else argv, script)
+    if path is None:
+        status = main(rest)
+        return status if isinstance(status, int) else 0
+    where = context()
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        status = main(rest)
+    finally:
+        sys.stdout = tee.terminal
+    module = sys.modules.get(getattr(main, "__module__", ""), None)
+    title = ((getattr(module, "__doc__", None) or script).strip().splitlines() or [script])[0]
+    command = shlex.join(["python", f"benchmarks/{script}.py", *rest])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from course_utils.engine.io import atomic_write_text
+
+    atomic_write_text(path, page(title.rstrip("."), command, where, tee.kept.getvalue()))
+    print(f"recorded: {path}")
+    return status if isinstance(status, int) else 0
