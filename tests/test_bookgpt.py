@@ -230,6 +230,49 @@ def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
     assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
 
 
+def _torchrun(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
+    """``bookgpt ARGS`` under torchrun on ``processes`` CPU processes (gloo, one thread each)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+         "--nproc_per_node", str(processes), "--master_addr", "127.0.0.1",
+         "--master_port", str(_free_port()), "-m", "course_utils", "bookgpt", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_a_ddp_run_with_dropout_resumes_to_the_uninterrupted_losses(data_dir, tmp_path):
+    """Two processes, dropout on: a run stopped as a crash would after step 6 (its checkpoint
+    is step 4) and resumed reaches the losses and weights of a run never stopped, since each
+    rank takes up its own dropout stream. Resumed on two processes, a one-process checkpoint
+    gives the new rank a stream of its own (the ranks' states differ at the end)."""
+    args = ["train", "--config", "tiny", "--data", str(data_dir), "--steps", "8",
+            "--checkpoint-every", "4", "--eval-every", "4", "--batch-size", "8",
+            "--no-progress", "--device", "cpu", *FP32]  # fmt: skip
+    full, stopped, grown = tmp_path / "full", tmp_path / "stopped", tmp_path / "grown"
+    _torchrun(*args, "--out", str(full))
+    _torchrun(*args, "--out", str(stopped), "--stop-after", "6")
+    assert torch.load(stopped / "ckpt.pt", weights_only=True)["step"] == 4
+    _torchrun(*args, "--out", str(stopped), "--resume")
+    a, b = log_losses(full), log_losses(stopped)
+    assert len(a) == len(b) == 8 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
+    sa = torch.load(full / "ckpt.pt", weights_only=True)["model"]
+    sb = torch.load(stopped / "ckpt.pt", weights_only=True)["model"]
+    assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
+    # one process to step 4, then two
+    threads = {"OMP_NUM_THREADS": "1"}
+    proc = run_cli(*args, "--out", str(grown), "--stop-after", "6", env=threads)
+    assert proc.returncode == 0, proc.stderr
+    assert len(torch.load(grown / "ckpt.pt", weights_only=True)["rank_rng"]) == 1
+    _torchrun(*args, "--out", str(grown), "--resume")
+    state = torch.load(grown / "ckpt.pt", weights_only=True)
+    assert state["step"] == 8 and len(log_losses(grown)) == 8
+    ranks = state["rank_rng"]
+    assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
+
+
 def test_ctrl_c_leaves_a_checkpoint_that_resumes_to_the_same_losses(data_dir, tmp_path):
     """SIGINT in the middle of `bookgpt train`: the step in flight ends, a checkpoint of that
     step is written (not a scheduled one: those are every 100), the process exits 130 with one

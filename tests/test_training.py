@@ -566,3 +566,41 @@ def test_each_ddp_rank_trains_on_its_share_of_the_global_batch():
     assert [tuple(a.shape) for a, _ in seen] == [(4, 8), (4, 8)]
     assert torch.equal(seen[0][0], x[:4]) and torch.equal(seen[1][0], x[4:])
     assert torch.equal(seen[0][1], y[:4]) and torch.equal(seen[1][1], y[4:])
+
+
+def test_a_resume_on_another_number_of_processes_gives_every_rank_its_own_stream(tmp_path):
+    """Each rank takes up the dropout stream the checkpoint saved for its rank; a rank the
+    checkpoint has none for (more processes than it saved) starts one of its own, seeded from
+    the run's seed, its rank and the step: no two ranks share dropout masks."""
+    from course_utils.engine.distributed import Dist, resume_seed
+
+    cfg = TrainConfig(steps=8, warmup_steps=1, checkpoint_every=4, progress=False, seed=3)
+    meta = {"project": "t"}
+    run = tmp_path / "run"  # one process, stopped as a crash would after step 6
+    train(dropout_model(), batch_at, cfg, out_dir=run, stop_after=6, meta=meta)
+
+    def stream_after_resume(rank: int, world: int) -> torch.Tensor:
+        model = dropout_model()
+        Trainer(model, cfg, batch_at=batch_at, out_dir=run, resume=True, meta=meta,
+                dist=Dist(rank, world), net=model)  # fmt: skip
+        return torch.get_rng_state()
+
+    path = run / CHECKPOINT_NAME
+    state = torch.load(path, weights_only=True)
+    assert state["step"] == 4 and len(state["rank_rng"]) == 1
+    saved = state["rank_rng"][0]["torch"]
+    assert torch.equal(stream_after_resume(0, 2), saved)
+    fresh = torch.Generator().manual_seed(resume_seed(3, 1, 4)).get_state()
+    assert torch.equal(stream_after_resume(1, 2), fresh) and not torch.equal(fresh, saved)
+    assert resume_seed(3, 1, 4) not in {resume_seed(3, 2, 4), resume_seed(3, 1, 8), 3}
+    # two ranks saved: one process takes up rank 0's stream, two processes each their own
+    other = torch.Generator().manual_seed(99).get_state()
+    state["rank_rng"] = [state["rank_rng"][0], {"torch": other, "cuda": []}]
+    torch.save(state, path)
+    assert torch.equal(stream_after_resume(0, 1), saved)
+    assert torch.equal(stream_after_resume(1, 2), other)
+    # a checkpoint from before rank_rng: rank 0 takes its one state
+    state["rank_rng"] = None
+    torch.save(state, path)
+    assert torch.equal(stream_after_resume(0, 2), saved)
+    assert torch.equal(stream_after_resume(1, 2), fresh)
