@@ -77,9 +77,27 @@ def refusal(path: Path, field: str, old, new) -> str:
     return f"cannot resume {path}: {field} was {old!r}, now {new!r}; {fix}"
 
 
+def check_run_dir(out_dir) -> None:
+    """Refuse, before any work, a run folder that cannot be one: a file, or a path inside one."""
+    out = Path(out_dir)
+    above = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if above == out:
+        raise ckpt.CheckpointError(
+            f"the run folder {out} is a file, not a folder; pass a folder (--out DIR): a new "
+            f"one, or the folder of the run to resume"
+        )
+    if above is not None:
+        raise ckpt.CheckpointError(
+            f"the run folder {out} would be inside {above}, which is a file; pass a folder "
+            f"path (--out DIR) outside it"
+        )
+
+
 def resume_state(out_dir, *, resume: bool, extend: bool, now: dict, project, main: bool):
     """The checkpoint to resume from (None for a fresh run), after checking it is this run:
     ``now`` holds ``train`` (:func:`run_record`), ``model`` (a model config dict) and ``meta``."""
+    if out_dir is not None:
+        check_run_dir(out_dir)
     path = Path(out_dir) / ckpt.CHECKPOINT_NAME if out_dir is not None else None
     if not resume:
         if extend:

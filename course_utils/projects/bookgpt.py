@@ -41,7 +41,7 @@ from ..engine import checkpoint
 from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
 from ..engine.distributed import Dist, dist_from_env, process_group, rank_device
 from ..engine.policy import model_width
-from ..engine.resume import EXTEND_HELP
+from ..engine.resume import EXTEND_HELP, check_run_dir
 from ..engine.training import History, TrainConfig, autocast_for, train
 from . import corpus
 
@@ -400,6 +400,7 @@ def run_train(args: argparse.Namespace) -> int:
         lr=args.lr,
     )  # fmt: skip
     out = args.out if args.out is not None else DEFAULT_RUN_DIR / cfg.name
+    check_run_dir(out)  # before the corpus and the header line
     with process_group(dist, args.device):
         if dist.main:
             vocab_size = corpus.load_meta(args.data)["vocab_size"]
