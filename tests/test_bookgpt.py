@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -195,6 +196,51 @@ def test_resume_refuses_another_configuration(data_dir, tmp_path):
         bookgpt.train_run(
             bookgpt.get_config("tiny", steps=8), data_dir, run, resume=True, progress=False
         )
+
+
+def test_a_resume_on_another_corpus_is_refused_in_one_line_naming_both(data_dir, tmp_path, capsys):
+    """The checkpoint records its corpus (books, tokens, a fingerprint of meta.json and of the
+    splits' ends): a resume with --data holding another corpus over the same alphabet is
+    refused, naming both; the same corpus moved elsewhere resumes; a checkpoint written before
+    corpora were recorded resumes as it did."""
+    books = tuple(
+        Book(f"book{i}", (TEXT * 9).replace("book", name).strip() + "\n")
+        for i, name in enumerate(("tome", "scroll", "volume"))
+    )
+    other = tmp_path / "other"
+    prepare(Corpus("other books", books), other)
+    assert (
+        json.loads((other / "meta.json").read_text())["itos"]
+        == json.loads((data_dir / "meta.json").read_text())["itos"]
+    )  # the same alphabet: the vocabulary alone cannot tell them apart
+    run = tmp_path / "run"
+    common = ["train", "--config", "tiny", "--steps", "8", "--no-progress", "--device", "cpu",
+              "--out", str(run)]  # fmt: skip
+    assert bookgpt.main([*common, "--data", str(data_dir), "--stop-after", "6"]) == 0
+    record = torch.load(run / "ckpt.pt", weights_only=True)["meta"]["corpus"]
+    assert record["books"] == 3 and len(record["fingerprint"]) == 16
+    capsys.readouterr()
+    assert bookgpt.main([*common, "--data", str(other), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: cannot resume {run / 'ckpt.pt'}:")
+    fingerprint = bookgpt.corpus.corpus_record(other)["fingerprint"]
+    for said in (str(data_dir.resolve()), str(other.resolve()), record["fingerprint"],
+                 fingerprint, "resume with the --data the run began on"):  # fmt: skip
+        assert said in err, said
+    moved = tmp_path / "moved"
+    shutil.copytree(data_dir, moved)
+    assert bookgpt.main([*common, "--data", str(moved), "--resume"]) == 0
+    assert len(log_losses(run)) == 8
+    # a checkpoint without a corpus record (older code): not checked
+    old = tmp_path / "old"
+    bookgpt.train_run(bookgpt.get_config("tiny", steps=8), data_dir, old, device="cpu",
+                      progress=False, stop_after=6)  # fmt: skip
+    state = torch.load(old / "ckpt.pt", weights_only=True)
+    del state["meta"]["corpus"]
+    torch.save(state, old / "ckpt.pt")
+    _, history = bookgpt.train_run(bookgpt.get_config("tiny", steps=8), other, old,
+                                   device="cpu", progress=False, resume=True)  # fmt: skip
+    assert history.steps == 8
 
 
 def _free_port() -> int:

@@ -52,13 +52,17 @@ def _flat(d: dict, prefix: str) -> dict:
 def first_difference(saved: dict, now: dict, *, extend: bool) -> tuple[str, object, object] | None:
     """The first field (dotted, e.g. ``train.steps``) whose value differs between two run
     descriptions, with the saved and the new value; ``extend`` lets ``steps`` grow (and the
-    warmup differ: an extended run keeps its saved schedule)."""
+    warmup differ: an extended run keeps its saved schedule). Not compared: a field whose name
+    starts with ``_`` (a note, such as where a corpus was) and a ``meta`` field the checkpoint
+    lacks (written before the project recorded it)."""
     old, new = _flat(_plain(saved), ""), _flat(_plain(now), "")
     for key in [*old, *(k for k in new if k not in old)]:
         if key.startswith(("train.schedule.", "train.resolved.")):  # kept, not compared
             continue
-        a, b = old.get(key), new.get(key)
         name = key.split(".")[-1]
+        if name.startswith("_") or (key.startswith("meta.") and key not in old):
+            continue  # a note for people, or what the checkpoint did not record yet
+        a, b = old.get(key), new.get(key)
         grows = name != "steps" or (isinstance(a, int) and isinstance(b, int) and b > a)
         if a != b and not (extend and name in EXTENDABLE and grows):
             return key, a, b

@@ -252,13 +252,33 @@ def train_run(
     def batch_at(step: int):
         return corpus.batch_at(train_data, cfg.batch_size, cfg.block_size, cfg.seed, step)
 
+    record = corpus.corpus_record(data_dir)
+    if resume and out_dir is not None:
+        check_same_corpus(Path(out_dir) / CHECKPOINT_NAME, record)
+    meta = {"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos), "corpus": record}
     settings = cfg.train_config(precision, progress, compile, optimizer)
     history = train(
-        model, batch_at, settings, evaluate=evaluate,
-        device=device, out_dir=out_dir, resume=resume, stop_after=stop_after, dist=dist,
-        extend=extend, meta={"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos)},
+        model, batch_at, settings, evaluate=evaluate, device=device, out_dir=out_dir,
+        resume=resume, stop_after=stop_after, dist=dist, extend=extend, meta=meta,
     )  # fmt: skip
     return model, history
+
+
+def check_same_corpus(path: Path, record: dict) -> None:
+    """Refuse, in one line naming both corpora, to resume the run of ``path`` on another
+    corpus than it trained on (``record``: :func:`~.corpus.corpus_record`). A checkpoint that
+    recorded no corpus (older code) is not checked; a missing one is the engine's to report."""
+    if not path.is_file():
+        return
+    saved = checkpoint.read_checkpoint(path, project=PROJECT)["meta"].get("corpus")
+    if saved is None or saved.get("fingerprint") == record["fingerprint"]:
+        return
+    raise BookGPTError(
+        f"cannot resume {path}: it trained on the corpus in {saved.get('_dir', '?')} "
+        f"({corpus.describe_record(saved)}), but --data {record['_dir']} holds another "
+        f"({corpus.describe_record(record)}); resume with the --data the run began on, or "
+        f"train into a new output folder (--out)"
+    )
 
 
 # ---- sampling --------------------------------------------------------------------------------
