@@ -221,7 +221,8 @@ def test_a_resume_on_another_corpus_is_refused_in_one_line_naming_both(data_dir,
     assert record["books"] == 3 and len(record["fingerprint"]) == 16
     capsys.readouterr()
     assert bookgpt.main([*common, "--data", str(other), "--resume"]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before the header line
     assert err.count("\n") == 1 and err.startswith(f"error: cannot resume {run / 'ckpt.pt'}:")
     fingerprint = bookgpt.corpus.corpus_record(other)["fingerprint"]
     for said in (str(data_dir.resolve()), str(other.resolve()), record["fingerprint"],

@@ -3,7 +3,10 @@ per-rank seed.
 
 ``torchrun --nproc_per_node N`` starts N processes with RANK, WORLD_SIZE and LOCAL_RANK in the
 environment; :func:`dist_from_env` reads them (one plain process is rank 0 of 1). Each rank
-trains on its own slice of the same global batch (:func:`shard`), DDP averages the gradients.
+trains on its own slice of the same global batch (:func:`shard`), DDP averages the gradients,
+and each draws dropout from a stream of its own (:func:`rank_seed`). A resume gives every rank
+back the stream it saved; on more processes than were saved, a new rank starts a stream of its
+own (:func:`resumed_rng`).
 """
 
 from __future__ import annotations

@@ -421,6 +421,8 @@ def run_train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     out = args.out if args.out is not None else DEFAULT_RUN_DIR / cfg.name
     check_run_dir(out)  # before the corpus and the header line
+    if args.resume:
+        check_same_corpus(out / CHECKPOINT_NAME, corpus.corpus_record(args.data))
     with process_group(dist, args.device):
         if dist.main:
             vocab_size = corpus.load_meta(args.data)["vocab_size"]

@@ -99,7 +99,8 @@ def corpus_record(data_dir: str | Path) -> dict:
 
 def describe_record(record: dict) -> str:
     """A corpus record in words, for a message."""
+    books = record["books"]
     return (
-        f"{record['books']} books, {record['train_tokens']:,} train and "
+        f"{books} book{'s' * (books != 1)}, {record['train_tokens']:,} train and "
         f"{record['val_tokens']:,} val tokens, fingerprint {record['fingerprint']}"
     )
