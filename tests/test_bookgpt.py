@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -197,6 +198,52 @@ def test_resume_refuses_another_configuration(data_dir, tmp_path):
         )
 
 
+def test_a_resume_on_another_corpus_is_refused_in_one_line_naming_both(data_dir, tmp_path, capsys):
+    """The checkpoint records its corpus (books, tokens, a fingerprint of meta.json and of the
+    splits' ends): a resume with --data holding another corpus over the same alphabet is
+    refused, naming both; the same corpus moved elsewhere resumes; a checkpoint written before
+    corpora were recorded resumes as it did."""
+    books = tuple(
+        Book(f"book{i}", (TEXT * 9).replace("book", name).strip() + "\n")
+        for i, name in enumerate(("tome", "scroll", "volume"))
+    )
+    other = tmp_path / "other"
+    prepare(Corpus("other books", books), other)
+    assert (
+        json.loads((other / "meta.json").read_text())["itos"]
+        == json.loads((data_dir / "meta.json").read_text())["itos"]
+    )  # the same alphabet: the vocabulary alone cannot tell them apart
+    run = tmp_path / "run"
+    common = ["train", "--config", "tiny", "--steps", "8", "--no-progress", "--device", "cpu",
+              "--out", str(run)]  # fmt: skip
+    assert bookgpt.main([*common, "--data", str(data_dir), "--stop-after", "6"]) == 0
+    record = torch.load(run / "ckpt.pt", weights_only=True)["meta"]["corpus"]
+    assert record["books"] == 3 and len(record["fingerprint"]) == 16
+    capsys.readouterr()
+    assert bookgpt.main([*common, "--data", str(other), "--resume"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before the header line
+    assert err.count("\n") == 1 and err.startswith(f"error: cannot resume {run / 'ckpt.pt'}:")
+    fingerprint = bookgpt.corpus.corpus_record(other)["fingerprint"]
+    for said in (str(data_dir.resolve()), str(other.resolve()), record["fingerprint"],
+                 fingerprint, "resume with the --data the run began on"):  # fmt: skip
+        assert said in err, said
+    moved = tmp_path / "moved"
+    shutil.copytree(data_dir, moved)
+    assert bookgpt.main([*common, "--data", str(moved), "--resume"]) == 0
+    assert len(log_losses(run)) == 8
+    # a checkpoint without a corpus record (older code): not checked
+    old = tmp_path / "old"
+    bookgpt.train_run(bookgpt.get_config("tiny", steps=8), data_dir, old, device="cpu",
+                      progress=False, stop_after=6)  # fmt: skip
+    state = torch.load(old / "ckpt.pt", weights_only=True)
+    del state["meta"]["corpus"]
+    torch.save(state, old / "ckpt.pt")
+    _, history = bookgpt.train_run(bookgpt.get_config("tiny", steps=8), other, old,
+                                   device="cpu", progress=False, resume=True)  # fmt: skip
+    assert history.steps == 8
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -227,6 +274,49 @@ def test_ddp_two_processes_match_one_process(data_dir, tmp_path):
         assert torch.allclose(sa[k], sb[k], atol=1e-5, rtol=1e-4), k
     assert log_losses(single) == pytest.approx(log_losses(ddp), abs=1e-5)
     ranks = torch.load(ddp / "ckpt.pt", weights_only=True)["rank_rng"]
+    assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
+
+
+def _torchrun(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
+    """``bookgpt ARGS`` under torchrun on ``processes`` CPU processes (gloo, one thread each)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+         "--nproc_per_node", str(processes), "--master_addr", "127.0.0.1",
+         "--master_port", str(_free_port()), "-m", "course_utils", "bookgpt", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_a_ddp_run_with_dropout_resumes_to_the_uninterrupted_losses(data_dir, tmp_path):
+    """Two processes, dropout on: a run stopped as a crash would after step 6 (its checkpoint
+    is step 4) and resumed reaches the losses and weights of a run never stopped, since each
+    rank takes up its own dropout stream. Resumed on two processes, a one-process checkpoint
+    gives the new rank a stream of its own (the ranks' states differ at the end)."""
+    args = ["train", "--config", "tiny", "--data", str(data_dir), "--steps", "8",
+            "--checkpoint-every", "4", "--eval-every", "4", "--batch-size", "8",
+            "--no-progress", "--device", "cpu", *FP32]  # fmt: skip
+    full, stopped, grown = tmp_path / "full", tmp_path / "stopped", tmp_path / "grown"
+    _torchrun(*args, "--out", str(full))
+    _torchrun(*args, "--out", str(stopped), "--stop-after", "6")
+    assert torch.load(stopped / "ckpt.pt", weights_only=True)["step"] == 4
+    _torchrun(*args, "--out", str(stopped), "--resume")
+    a, b = log_losses(full), log_losses(stopped)
+    assert len(a) == len(b) == 8 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6
+    sa = torch.load(full / "ckpt.pt", weights_only=True)["model"]
+    sb = torch.load(stopped / "ckpt.pt", weights_only=True)["model"]
+    assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
+    # one process to step 4, then two
+    threads = {"OMP_NUM_THREADS": "1"}
+    proc = run_cli(*args, "--out", str(grown), "--stop-after", "6", env=threads)
+    assert proc.returncode == 0, proc.stderr
+    assert len(torch.load(grown / "ckpt.pt", weights_only=True)["rank_rng"]) == 1
+    _torchrun(*args, "--out", str(grown), "--resume")
+    state = torch.load(grown / "ckpt.pt", weights_only=True)
+    assert state["step"] == 8 and len(log_losses(grown)) == 8
+    ranks = state["rank_rng"]
     assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import unicodedata
 from pathlib import Path
@@ -590,3 +591,75 @@ def test_bookgpt_prepare_starts_without_importing_torch(tmp_path):
     assert (C.batch_at, C.get_batch) == (batching.batch_at, batching.get_batch)  # on first use
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         C.no_such_name  # noqa: B018
+
+
+def test_a_uint16_corpus_of_several_books_round_trips(tmp_path):
+    """More than 256 distinct characters (CJK) make the ids uint16: every book after the first
+    is written at a byte offset of twice its token offset, and reads back exactly."""
+    symbols = [chr(0x4E00 + i) for i in range(400)]
+    books = tuple(
+        Book(
+            name,
+            "\n\n".join(
+                "".join(symbols[(k * 37 + j * 11 + i) % 400] for j in range(24)) for i in range(30)
+            )
+            + "\n",
+        )  # fmt: skip
+        for k, name in enumerate(("first", "second", "third"))
+    )
+    out = tmp_path / "out"
+    meta = C.prepare(Corpus("cjk", books), out)
+    assert meta["dtype"] == "uint16" and meta["vocab_size"] > 256
+    cuts = [b["train_chars"] for b in meta["books"]]
+    for split, parts in (
+        ("train", [b.text[:c] for b, c in zip(books, cuts)]),
+        ("val", [b.text[c:] for b, c in zip(books, cuts)]),
+    ):
+        data = C.load_split(out, split)
+        expected, spans = join_parts(parts)
+        assert data.dtype == np.uint16 and len(data) == len(expected)
+        text = CharTokenizer(meta["itos"]).decode(data)
+        for part, (a, b), book in zip(parts, spans, meta["books"]):
+            assert book[f"{split}_span"] == [a, b]
+            assert text[a:b] == part, (split, book["name"])
+        assert text == expected
+
+
+def _recording_scan_book(source, cache_dir, val_fraction):
+    """``scan_book`` that notes which process ran it, slowed so that one worker cannot take
+    every chunk of books before the other has started."""
+    time.sleep(0.02)
+    with open(cache_dir.parent / "scanned-by.txt", "a") as f:
+        f.write(f"{os.getpid()}\n")
+    return SCAN_BOOK(source, cache_dir, val_fraction)
+
+
+def _recording_encode_book(scan, itos, dtype, folder, starts):
+    time.sleep(0.02)
+    with open(folder.parent / "written-by.txt", "a") as f:
+        f.write(f"{os.getpid()}\n")
+    return ENCODE_BOOK(scan, itos, dtype, folder, starts)
+
+
+SCAN_BOOK, ENCODE_BOOK = writer.scan_book, writer.encode_book
+
+
+def test_two_workers_both_write_and_give_the_bytes_of_one(tmp_path, monkeypatch):
+    """40 books (the pool hands out 16 a task): both worker processes scan and write books,
+    and train.bin, val.bin and meta.json are byte for byte those of one process."""
+    folder = write_books(
+        tmp_path / "books",
+        {f"book{i:02d}": paragraphs_text(8 + i % 5, tag=f"t{i}x") for i in range(40)},
+    )
+    one = C.prepare(folder, tmp_path / "one" / "corpus", jobs=1)
+    monkeypatch.setattr(writer, "scan_book", _recording_scan_book)
+    monkeypatch.setattr(writer, "encode_book", _recording_encode_book)
+    two = C.prepare(folder, tmp_path / "two" / "corpus", jobs=2)
+    assert one == two
+    for log in ("scanned-by.txt", "written-by.txt"):
+        pids = (tmp_path / "two" / log).read_text().split()
+        assert len(pids) == 40 and len(set(pids)) == 2 and str(os.getpid()) not in pids, log
+    for name in ("train.bin", "val.bin", "meta.json"):
+        assert (tmp_path / "one" / "corpus" / name).read_bytes() == (
+            tmp_path / "two" / "corpus" / name
+        ).read_bytes(), name

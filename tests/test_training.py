@@ -511,3 +511,96 @@ def test_precision_auto_is_decided_once_and_a_resume_keeps_it(tmp_path, monkeypa
     assert resumed.losses == whole.losses  # bf16 all the way, as the run began
     fresh = train(tiny_model(), batch_at, cfg, meta=meta)
     assert fresh.losses[:3] != whole.losses[:3]  # a fresh run decides anew: fp32 here
+
+
+def test_logged_throughput_is_exact_under_a_fake_clock(tmp_path, monkeypatch):
+    """The clock moves 0.25 s per batch drawn and 7 s per evaluation (which the rate leaves
+    out): tokens/s is the tokens of the updates since the last log point (batch x context,
+    not rows) over their seconds, and MFU their training FLOPs over the peak, exactly."""
+    import types
+
+    from course_utils.core.flops import training_flops
+    from course_utils.engine import training
+
+    now = [100.0]
+    monkeypatch.setattr(training, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def batch(step):
+        now[0] += 0.25
+        x = torch.randint(11, (6, 8), generator=torch.Generator().manual_seed(step))
+        return x, x.clone()
+
+    def evaluate(model, step):
+        now[0] += 7.0
+        return {"score": 1.0}
+
+    model = tiny_model()
+    cfg = TrainConfig(steps=12, warmup_steps=1, log_every=4, eval_every=6, peak_flops=1e9,
+                      progress=False)  # fmt: skip
+    history = train(model, batch, cfg, evaluate=evaluate, out_dir=tmp_path)
+    flops = training_flops(model.config, 6, 8)
+    # log points at 4, 6 (evaluation), 8, 12 (evaluation and the end): 4, 2, 2, 4 updates
+    expected = [(4, 4), (6, 2), (8, 2), (12, 4)]
+    assert [row["step"] for row in history.throughput] == [s for s, _ in expected]
+    for row, (_, n) in zip(history.throughput, expected):
+        assert row["tokens_per_s"] == n * 6 * 8 / (n * 0.25)
+        assert row["mfu"] == pytest.approx(n * flops / (n * 0.25) / 1e9, rel=1e-12)
+    logged = json.loads((tmp_path / "log.json").read_text())["throughput"]
+    assert [row["tokens_per_s"] for row in logged] == [192.0] * 4
+
+
+def test_each_ddp_rank_trains_on_its_share_of_the_global_batch():
+    """Under DDP every rank draws the same global batch and updates on its own slice of it;
+    the slices, in rank order, are the global batch. (DDP's averaged gradient is the same
+    whether or not the batch is sharded, so the end result alone cannot show this.)"""
+    from course_utils.engine.distributed import Dist
+
+    seen = []
+    for rank in range(2):
+        model = tiny_model()
+        cfg = TrainConfig(steps=4, warmup_steps=0, progress=False)
+        trainer = Trainer(model, cfg, batch_at=batch_at, dist=Dist(rank, 2), net=model)
+        trainer.train_step = lambda x, y: seen.append((x, y)) or torch.zeros(2)
+        trainer.one_step(3)
+    x, y = batch_at(3)
+    assert [tuple(a.shape) for a, _ in seen] == [(4, 8), (4, 8)]
+    assert torch.equal(seen[0][0], x[:4]) and torch.equal(seen[1][0], x[4:])
+    assert torch.equal(seen[0][1], y[:4]) and torch.equal(seen[1][1], y[4:])
+
+
+def test_a_resume_on_another_number_of_processes_gives_every_rank_its_own_stream(tmp_path):
+    """Each rank takes up the dropout stream the checkpoint saved for its rank; a rank the
+    checkpoint has none for (more processes than it saved) starts one of its own, seeded from
+    the run's seed, its rank and the step: no two ranks share dropout masks."""
+    from course_utils.engine.distributed import Dist, resume_seed
+
+    cfg = TrainConfig(steps=8, warmup_steps=1, checkpoint_every=4, progress=False, seed=3)
+    meta = {"project": "t"}
+    run = tmp_path / "run"  # one process, stopped as a crash would after step 6
+    train(dropout_model(), batch_at, cfg, out_dir=run, stop_after=6, meta=meta)
+
+    def stream_after_resume(rank: int, world: int) -> torch.Tensor:
+        model = dropout_model()
+        Trainer(model, cfg, batch_at=batch_at, out_dir=run, resume=True, meta=meta,
+                dist=Dist(rank, world), net=model)  # fmt: skip
+        return torch.get_rng_state()
+
+    path = run / CHECKPOINT_NAME
+    state = torch.load(path, weights_only=True)
+    assert state["step"] == 4 and len(state["rank_rng"]) == 1
+    saved = state["rank_rng"][0]["torch"]
+    assert torch.equal(stream_after_resume(0, 2), saved)
+    fresh = torch.Generator().manual_seed(resume_seed(3, 1, 4)).get_state()
+    assert torch.equal(stream_after_resume(1, 2), fresh) and not torch.equal(fresh, saved)
+    assert resume_seed(3, 1, 4) not in {resume_seed(3, 2, 4), resume_seed(3, 1, 8), 3}
+    # two ranks saved: one process takes up rank 0's stream, two processes each their own
+    other = torch.Generator().manual_seed(99).get_state()
+    state["rank_rng"] = [state["rank_rng"][0], {"torch": other, "cuda": []}]
+    torch.save(state, path)
+    assert torch.equal(stream_after_resume(0, 1), saved)
+    assert torch.equal(stream_after_resume(1, 2), other)
+    # a checkpoint from before rank_rng: rank 0 takes its one state
+    state["rank_rng"] = None
+    torch.save(state, path)
+    assert torch.equal(stream_after_resume(0, 2), saved)
+    assert torch.equal(stream_after_resume(1, 2), fresh)

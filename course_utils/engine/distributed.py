@@ -3,7 +3,10 @@ per-rank seed.
 
 ``torchrun --nproc_per_node N`` starts N processes with RANK, WORLD_SIZE and LOCAL_RANK in the
 environment; :func:`dist_from_env` reads them (one plain process is rank 0 of 1). Each rank
-trains on its own slice of the same global batch (:func:`shard`), DDP averages the gradients.
+trains on its own slice of the same global batch (:func:`shard`), DDP averages the gradients,
+and each draws dropout from a stream of its own (:func:`rank_seed`). A resume gives every rank
+back the stream it saved; on more processes than were saved, a new rank starts a stream of its
+own (:func:`resumed_rng`).
 """
 
 from __future__ import annotations
@@ -101,6 +104,23 @@ def rank_seed(seed: int, rank: int) -> int:
     run's seed, so one process trains as before; every other rank gets its own stream, so the
     ranks draw different dropout masks. The data order is not seeded here: it stays global."""
     return seed if rank == 0 else mixed_seed(seed, rank) % 2**63
+
+
+def resume_seed(seed: int, rank: int, step: int) -> int:
+    """The dropout seed of ``rank`` when a run resumed at ``step`` on more processes than it
+    saved: the checkpoint holds no stream for that rank, so it starts one of its own, unlike
+    every other rank's and the same on every resume of that checkpoint."""
+    return mixed_seed(rank_seed(seed, rank), step) % 2**63
+
+
+def resumed_rng(saved: list, dist: Dist, seed: int, step: int) -> dict | int:
+    """What ``dist``'s rank draws dropout from after a resume at ``step``: the RNG state the
+    checkpoint ``saved`` for that rank (each rank's, in rank order), or, where the run now has
+    more processes than it saved, a seed of its own (:func:`resume_seed`). On the same number
+    of processes a resumed run draws what an uninterrupted one would."""
+    if dist.rank < len(saved):
+        return saved[dist.rank]
+    return resume_seed(seed, dist.rank, step)
 
 
 def gather_to_all(obj, dist: Dist) -> list:

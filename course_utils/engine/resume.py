@@ -52,13 +52,17 @@ def _flat(d: dict, prefix: str) -> dict:
 def first_difference(saved: dict, now: dict, *, extend: bool) -> tuple[str, object, object] | None:
     """The first field (dotted, e.g. ``train.steps``) whose value differs between two run
     descriptions, with the saved and the new value; ``extend`` lets ``steps`` grow (and the
-    warmup differ: an extended run keeps its saved schedule)."""
+    warmup differ: an extended run keeps its saved schedule). Not compared: a field whose name
+    starts with ``_`` (a note, such as where a corpus was) and a ``meta`` field the checkpoint
+    lacks (written before the project recorded it)."""
     old, new = _flat(_plain(saved), ""), _flat(_plain(now), "")
     for key in [*old, *(k for k in new if k not in old)]:
         if key.startswith(("train.schedule.", "train.resolved.")):  # kept, not compared
             continue
-        a, b = old.get(key), new.get(key)
         name = key.split(".")[-1]
+        if name.startswith("_") or (key.startswith("meta.") and key not in old):
+            continue  # a note for people, or what the checkpoint did not record yet
+        a, b = old.get(key), new.get(key)
         grows = name != "steps" or (isinstance(a, int) and isinstance(b, int) and b > a)
         if a != b and not (extend and name in EXTENDABLE and grows):
             return key, a, b
@@ -77,9 +81,27 @@ def refusal(path: Path, field: str, old, new) -> str:
     return f"cannot resume {path}: {field} was {old!r}, now {new!r}; {fix}"
 
 
+def check_run_dir(out_dir) -> None:
+    """Refuse, before any work, a run folder that cannot be one: a file, or a path inside one."""
+    out = Path(out_dir)
+    above = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if above == out:
+        raise ckpt.CheckpointError(
+            f"the run folder {out} is a file, not a folder; pass a folder (--out DIR): a new "
+            f"one, or the folder of the run to resume"
+        )
+    if above is not None:
+        raise ckpt.CheckpointError(
+            f"the run folder {out} would be inside {above}, which is a file; pass a folder "
+            f"path (--out DIR) outside it"
+        )
+
+
 def resume_state(out_dir, *, resume: bool, extend: bool, now: dict, project, main: bool):
     """The checkpoint to resume from (None for a fresh run), after checking it is this run:
     ``now`` holds ``train`` (:func:`run_record`), ``model`` (a model config dict) and ``meta``."""
+    if out_dir is not None:
+        check_run_dir(out_dir)
     path = Path(out_dir) / ckpt.CHECKPOINT_NAME if out_dir is not None else None
     if not resume:
         if extend:

@@ -30,7 +30,7 @@ from ..core.modes import eval_mode
 from ..core.seeding import seed_everything
 from . import checkpoint as ckpt
 from .config import RUN_FIELDS, TrainConfig
-from .distributed import Dist, gather_to_all, mean_over_ranks, rank_seed, shard
+from .distributed import Dist, gather_to_all, mean_over_ranks, rank_seed, resumed_rng, shard
 from .history import History
 from .logs import write_logs
 from .optimizer import (
@@ -160,12 +160,16 @@ class Trainer:
         return Net(net, self.model, net is not self.model, automatic=False, device=self.device)
 
     def _restore(self, state: dict) -> History:
-        """Put a checkpoint's weights, optimizer moments and this rank's RNG state back."""
+        """Put a checkpoint's weights, optimizer moments and this rank's RNG state back (on
+        another number of processes: :func:`~.distributed.resumed_rng`)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        ranks = state.get("rank_rng") or []
-        same_world = len(ranks) == self.dist.world
-        ckpt.set_rng_state(ranks[self.dist.rank] if same_world else state["rng"])
+        saved = state.get("rank_rng") or [state["rng"]]  # older files: rank 0's alone
+        rng = resumed_rng(saved, self.dist, self.config.seed, state["step"])
+        if isinstance(rng, int):
+            torch.manual_seed(rng)  # dropout's stream (every CUDA device's too)
+        else:
+            ckpt.set_rng_state(rng)
         return History.from_dict(state["history"])
 
     # ---- one update ---------------------------------------------------------------------

@@ -41,7 +41,7 @@ from ..engine import checkpoint
 from ..engine.config import OPTIMIZER_HELP, OPTIMIZERS
 from ..engine.distributed import Dist, dist_from_env, process_group, rank_device
 from ..engine.policy import model_width
-from ..engine.resume import EXTEND_HELP
+from ..engine.resume import EXTEND_HELP, check_run_dir
 from ..engine.training import History, TrainConfig, autocast_for, train
 from . import corpus
 
@@ -252,13 +252,33 @@ def train_run(
     def batch_at(step: int):
         return corpus.batch_at(train_data, cfg.batch_size, cfg.block_size, cfg.seed, step)
 
+    record = corpus.corpus_record(data_dir)
+    if resume and out_dir is not None:
+        check_same_corpus(Path(out_dir) / CHECKPOINT_NAME, record)
+    meta = {"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos), "corpus": record}
     settings = cfg.train_config(precision, progress, compile, optimizer)
     history = train(
-        model, batch_at, settings, evaluate=evaluate,
-        device=device, out_dir=out_dir, resume=resume, stop_after=stop_after, dist=dist,
-        extend=extend, meta={"project": PROJECT, "run_config": asdict(cfg), "itos": list(itos)},
+        model, batch_at, settings, evaluate=evaluate, device=device, out_dir=out_dir,
+        resume=resume, stop_after=stop_after, dist=dist, extend=extend, meta=meta,
     )  # fmt: skip
     return model, history
+
+
+def check_same_corpus(path: Path, record: dict) -> None:
+    """Refuse, in one line naming both corpora, to resume the run of ``path`` on another
+    corpus than it trained on (``record``: :func:`~.corpus.corpus_record`). A checkpoint that
+    recorded no corpus (older code) is not checked; a missing one is the engine's to report."""
+    if not path.is_file():
+        return
+    saved = checkpoint.read_checkpoint(path, project=PROJECT)["meta"].get("corpus")
+    if saved is None or saved.get("fingerprint") == record["fingerprint"]:
+        return
+    raise BookGPTError(
+        f"cannot resume {path}: it trained on the corpus in {saved.get('_dir', '?')} "
+        f"({corpus.describe_record(saved)}), but --data {record['_dir']} holds another "
+        f"({corpus.describe_record(record)}); resume with the --data the run began on, or "
+        f"train into a new output folder (--out)"
+    )
 
 
 # ---- sampling --------------------------------------------------------------------------------
@@ -400,6 +420,9 @@ def run_train(args: argparse.Namespace) -> int:
         lr=args.lr,
     )  # fmt: skip
     out = args.out if args.out is not None else DEFAULT_RUN_DIR / cfg.name
+    check_run_dir(out)  # before the corpus and the header line
+    if args.resume:
+        check_same_corpus(out / CHECKPOINT_NAME, corpus.corpus_record(args.data))
     with process_group(dist, args.device):
         if dist.main:
             vocab_size = corpus.load_meta(args.data)["vocab_size"]

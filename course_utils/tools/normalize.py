@@ -28,7 +28,10 @@ def folder_of(path: Path) -> str:
     """The course folder a notebook lives in, which decides how it is stored and cleaned."""
     folder = Path(path).resolve().parent.name
     if folder not in FOLDERS:
-        raise ValueError(f"{path} is not in one of {sorted(FOLDERS)}: no cleaning policy")
+        raise ValueError(
+            f"{path} is not in one of {sorted(FOLDERS)}: no cleaning policy; pass a notebook "
+            f"of the course's {', '.join(f'{f}/' for f in sorted(FOLDERS))}"
+        )
     return folder
 
 
@@ -81,8 +84,13 @@ def normalize(nb, folder: str) -> None:
 
 def _texts(path: Path) -> tuple[str, str]:
     """The notebook's text as stored and in its normal form."""
-    before = Path(path).read_text(encoding="utf-8")
-    nb = nbformat.reads(before, as_version=4)
+    before = Path(path).read_text(encoding="utf-8", errors="replace")
+    try:
+        nb = nbformat.reads(before, as_version=4)
+    except nbformat.reader.NotJSONError:
+        raise ValueError(
+            f"{path} is not a notebook (not JSON); give paths to .ipynb files"
+        ) from None
     normalize(nb, folder_of(path))
     return before, nbformat.writes(nb) + "\n"  # a trailing newline, as JupyterLab writes
 

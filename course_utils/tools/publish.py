@@ -19,7 +19,12 @@ def execute(path: Path, timeout: int = 900) -> None:
     from nbclient import NotebookClient
 
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except nbformat.reader.NotJSONError:
+        raise ValueError(
+            f"{path} is not a notebook (not JSON); give paths to .ipynb files"
+        ) from None
     # Idle OpenMP threads sleep instead of spinning: on a busy machine spinning threads wait for
     # each other's time slices at every small op, and a training lesson crawls. The kernel
     # inherits this unless the caller chose otherwise.
@@ -36,10 +41,14 @@ def execute(path: Path, timeout: int = 900) -> None:
 
 
 def publish(paths: list[Path]) -> None:
-    """Re-execute lessons and solutions, clean them, then rebuild the labs from the solutions."""
+    """Re-execute lessons and solutions, clean them, then rebuild the labs from the solutions.
+    Every path is checked before the first notebook runs."""
     for path in paths:
+        if not Path(path).is_file():
+            raise ValueError(f"no notebook at {path}: give paths to .ipynb files")
         if folder_of(path) == "labs":
             raise ValueError(f"{path}: labs are generated; publish its solution instead")
+    for path in paths:
         print(f"executing {path} ...", flush=True)
         execute(path)
         result = strip(path)

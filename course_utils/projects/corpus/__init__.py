@@ -37,7 +37,7 @@ from .format import (
     check_meta,
     ids_dtype,
 )
-from .reader import load_meta, load_split, load_tokenizer
+from .reader import corpus_record, describe_record, load_meta, load_split, load_tokenizer
 from .scan import BookScan, describe, scan_book
 from .sources import (
     Book,
@@ -56,7 +56,8 @@ __all__ = [
     "BOOK_GAP", "DEFAULT_OUT_DIR", "DUPLICATE_MIN_CHARS", "FORMAT_VERSION", "PREPARE_COMMAND",
     "RARE_MAX_COUNT", "SPLITS", "VAL_FRACTION", "Book", "BookScan", "Corpus", "CorpusError",
     "CorpusNotPreparedError", "add_prepare_parser", "batch_at", "book_sources", "build_vocab",
-    "chapters_text", "check_meta", "default_jobs", "describe", "encode_book", "folder_files",
+    "chapters_text", "check_meta", "corpus_record", "default_jobs", "describe",
+    "describe_record", "encode_book", "folder_files",
     "format_audit", "get_batch", "ids_dtype", "kjv_verses", "load_kjv", "load_meta",
     "load_split", "load_tokenizer", "normalize_newlines", "normalize_text", "prepare",
     "rare_characters", "read_book_file", "run_prepare", "scan_book", "split_point",

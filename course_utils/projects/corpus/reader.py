@@ -7,6 +7,7 @@ than memory trains the same way; batches are drawn by :mod:`course_utils.core.ba
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -67,3 +68,39 @@ def load_tokenizer(data_dir: str | Path) -> CharTokenizer:
     tokenizer = CharTokenizer(itos)
     assert tokenizer.itos == itos, "meta.json's itos is not sorted by code point"
     return tokenizer
+
+
+FINGERPRINT_BYTES = 1 << 16  # how much of each split's start and end the fingerprint reads
+NOT_CONTENT = ("source",)  # meta.json fields that say where the books were, not what they are
+
+
+def corpus_record(data_dir: str | Path) -> dict:
+    """What a checkpoint records of the corpus it trained on, cheap to compute on any size:
+    the books, the tokens of each split, the vocabulary size, and a ``fingerprint`` (SHA-256
+    of ``meta.json`` less where the books came from, each split's size and its first and last
+    64 KiB of ids). A folder moved or copied keeps its record; another corpus, even over the
+    same alphabet, does not. ``_dir`` (where it was) is a note for messages, not compared."""
+    data_dir = Path(data_dir)
+    meta = load_meta(data_dir)
+    digest = hashlib.sha256()
+    content = {k: v for k, v in meta.items() if k not in NOT_CONTENT}
+    digest.update(json.dumps(content, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    for split in SPLITS:
+        data = load_split(data_dir, split)  # checks the size against meta.json
+        raw = data.view(np.uint8)
+        digest.update(f"{split}:{raw.size}:".encode())
+        digest.update(raw[:FINGERPRINT_BYTES].tobytes() + raw[-FINGERPRINT_BYTES:].tobytes())
+    return {
+        "fingerprint": digest.hexdigest()[:16], "books": len(meta["books"]),
+        "train_tokens": meta["train_tokens"], "val_tokens": meta["val_tokens"],
+        "vocab_size": meta["vocab_size"], "_dir": str(data_dir.resolve()),
+    }  # fmt: skip
+
+
+def describe_record(record: dict) -> str:
+    """A corpus record in words, for a message."""
+    books = record["books"]
+    return (
+        f"{books} book{'s' * (books != 1)}, {record['train_tokens']:,} train and "
+        f"{record['val_tokens']:,} val tokens, fingerprint {record['fingerprint']}"
+    )
