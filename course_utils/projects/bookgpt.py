@@ -106,7 +106,7 @@ def _config(name: str, model: dict, train: dict, **bookgpt) -> RunConfig:
 
 
 CONFIGS: dict[str, RunConfig] = {
-    # about a minute on 2 CPU cores (the README's table), to words and verse lines
+    # about a minute on 2 CPU cores (docs/results/bookgpt_train.md), to words and verse lines
     "cpu": _config(
         "cpu", dict(n_embd=64, n_head=4, n_layer=3, block_size=64),
         dict(steps=2000, lr=3e-3, warmup_steps=50), batch_size=32, eval_batches=8,

@@ -310,7 +310,7 @@ class Recipe:
     """One way to train SumGPT: the model's :class:`GPTConfig`, the engine's
     :class:`TrainConfig` and the batch size (SumGPT's own: the engine takes batches, not a size).
     Chosen with seed sweeps at 1 and 2 threads (``benchmarks/sumgpt_time_to_accuracy.py``; the
-    README's results say how each recipe fared)."""
+    docs/results/sumgpt_time_to_accuracy.md says how each recipe fared)."""
 
     name: str
     model: GPTConfig
