@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from grading_helpers import FIXTURE, answered, lab, require_sandbox, save, solved
 
-from course_utils.tools import gradescope
+from course_utils.grading import gradescope
 
 WHERE = "import course_utils, sys; print(course_utils.__file__, sys.prefix)"
 
@@ -86,11 +86,16 @@ def submit(root, write, settings=None):
     return root
 
 
+def autograder_environment() -> dict:
+    """This environment as Gradescope's would be: no AUTOGRADER_PYTHON, and no PYTHONPATH (a
+    developer's, pointing at a checkout, would hide the bundle's course)."""
+    return {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_PYTHON", "PYTHONPATH")}
+
+
 def run_autograder(root):
     """The bundle's run_autograder, with only AUTOGRADER_ROOT set: it runs root/venv's Python."""
     require_sandbox()
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root)}
-    env.pop("AUTOGRADER_PYTHON", None)
+    env = {**autograder_environment(), "AUTOGRADER_ROOT": str(root)}
     done = subprocess.run(
         [str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
         timeout=600,
@@ -106,7 +111,7 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
         setup = z.read("setup.sh").decode()
     assert {"setup.sh", "run_autograder", "settings.json", "lab/grading_fixture.ipynb"} <= names
     assert {"course/pyproject.toml", "course/course_utils/__init__.py"} <= names
-    assert "course/course_utils/tools/grading.py" in names
+    assert "course/course_utils/grading/command.py" in names
     assert not [n for n in names if n.startswith(("course/solutions", "course/tests"))]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".ipynb") and "lab/" not in n]
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
@@ -127,7 +132,10 @@ def test_the_bundle_is_the_same_bytes_every_time(bundle, tmp_path):
 
 def test_the_autograders_python_runs_the_bundles_course_not_the_checkout(autograder):
     python = autograder / "venv" / "bin" / "python"
-    where = subprocess.run([str(python), "-c", WHERE], capture_output=True, text=True, cwd="/")
+    where = subprocess.run(
+        [str(python), "-c", WHERE], capture_output=True, text=True, cwd="/",
+        env=autograder_environment(),
+    )  # fmt: skip
     package, prefix = where.stdout.split()
     assert package.startswith(str(autograder / "venv")) and prefix == str(autograder / "venv")
 

@@ -33,7 +33,8 @@ from grading_helpers import (
     solved,
 )
 
-from course_utils.tools import autograde, gradebook, grading, submissions, workers
+from course_utils.grading import autograde, gradebook, submissions, workers
+from course_utils.grading import command as grading
 
 # ---------------------------------------------------------------------------------------------
 # Building submissions
@@ -301,7 +302,7 @@ def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
     ],
 )
 def test_calls_of_a_reference_are_found_by_name_attribute_import_or_string(source, found):
-    from course_utils.tools.references import calls_in
+    from course_utils.grading.references import calls_in
 
     assert calls_in(source, ["torch.nn.functional.one_hot"]) == found
 
@@ -512,7 +513,7 @@ def test_a_hand_in_is_read_without_following_a_link_on_its_way(tmp_path):
 
 
 def test_the_result_cache_removes_only_its_own_old_folders(tmp_path):
-    from course_utils.tools.cache import ResultCache
+    from course_utils.grading.cache import ResultCache
 
     (tmp_path / "0123456789abcdef0123").mkdir()  # an older key's results
     (tmp_path / "alice").mkdir()  # not the cache's: a cache pointed at the wrong folder
@@ -537,9 +538,9 @@ def test_a_missing_submissions_folder_is_a_one_line_usage_error(tmp_path, capsys
 
 
 def test_a_student_lab_is_refused_as_the_lab_to_grade_against(tmp_path, monkeypatch, capsys):
-    import course_utils.tools.labs
+    import course_utils.core.paths
 
-    monkeypatch.setattr(course_utils.tools.labs, "LABS", tmp_path)
+    monkeypatch.setattr(course_utils.core.paths, "LABS", tmp_path)
     save(lab(), tmp_path / f"{LAB}.ipynb")
     code = grading.main([str(tmp_path / f"{LAB}.ipynb"), str(tmp_path), "--out", "g.csv"])
     assert code == 2

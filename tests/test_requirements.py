@@ -116,7 +116,7 @@ def test_the_preflight_reads_the_user_namespace_settings(tmp_path, monkeypatch):
 
 
 def test_the_preflight_says_when_the_sandbox_cannot_run(monkeypatch):
-    from course_utils.tools import sandbox
+    from course_utils.grading import sandbox
 
     def unavailable(memory):
         raise sandbox.SandboxUnavailable("bwrap cannot run here (no namespaces); allow them")

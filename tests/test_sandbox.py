@@ -31,7 +31,8 @@ from grading_helpers import (
 )
 
 import course_utils
-from course_utils.tools import grading, sandbox, workers
+from course_utils.grading import command as grading
+from course_utils.grading import sandbox, workers
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sandbox is Linux only"

@@ -118,7 +118,7 @@ USERNS_FILES = {  # file -> the value that turns unprivileged user namespaces of
 
 def sandbox_line() -> str:
     """Whether the grading sandbox runs here, which bwrap it uses, and what a failure costs."""
-    from . import sandbox
+    from ..grading import sandbox
 
     try:
         box = sandbox.check_sandbox(2**30)

@@ -178,8 +178,6 @@ def read_only_paths() -> list[Path]:
     """Host folders the kernel needs to read: the Python installation, the environment and its
     packages (and any other package folder on the path), and the course package itself (never
     the checkout around it)."""
-    import course_utils
-
     candidates = [
         sys.base_prefix,
         sys.base_exec_prefix,
@@ -188,7 +186,7 @@ def read_only_paths() -> list[Path]:
         *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
         # package folders a .pth file adds (the kernel's Python reads the same .pth files)
         *(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")),
-        Path(course_utils.__file__).parent,
+        course_package(),
     ]
     paths = sorted({Path(p).resolve() for p in candidates if p and Path(p).exists()})
     # a folder inside another one is bound with it already
@@ -252,7 +250,17 @@ def sandbox_environment() -> dict[str, str]:
         "IPYTHONDIR": "/tmp/home/.ipython",
         "MPLCONFIGDIR": "/tmp/home/.matplotlib",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # the course package the grader runs from, bound read-only: the kernel imports the same
+        # one (a checkout's, not another install's that the environment may point to)
+        "PYTHONPATH": str(course_package().parent),
     }
+
+
+def course_package() -> Path:
+    """The folder of the ``course_utils`` package this grader runs from."""
+    import course_utils
+
+    return Path(course_utils.__file__).resolve().parent
 
 
 def prepare_home(home: Path) -> None:

@@ -97,7 +97,7 @@ def resolve_lab(arg: str) -> Path:
     """The solution notebook named by ``arg``: a lab name (``solutions/<name>.ipynb``) or a path.
 
     A path into ``labs/`` is refused: the student version has no hidden tests to grade with."""
-    from .labs import LABS, SOLUTIONS
+    from ..core.paths import LABS, SOLUTIONS
 
     path = Path(arg)
     if path.suffix == ".ipynb" or len(path.parts) > 1:

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the bundle, or with ``--run-in`` grade inside Gradescope."""
-    from .grading import UsageError, resolve_lab
+    from .command import UsageError, resolve_lab
 
     if args.run_in:
         return run_in(args.run_in)
@@ -168,7 +168,7 @@ def build(solution: Path, out: Path, settings: dict) -> None:
 
 def run_in(root: Path) -> int:
     """Grade ``root/submission`` with the bundle in ``root/source``; write results.json."""
-    from .grading import Settings, UsageError, grade
+    from .command import Settings, UsageError, grade
 
     results_file = root / "results" / "results.json"
     settings = json.loads((root / "source" / "settings.json").read_text(encoding="utf-8"))
