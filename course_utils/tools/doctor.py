@@ -129,6 +129,21 @@ def sandbox_line() -> str:
     return f"sandbox: {box.describe()} runs: grading and its tests use it"
 
 
+def limiter_line() -> str:
+    """What holds a hand-in's processes together to their memory and tasks caps, here."""
+    if not sys.platform.startswith("linux"):
+        return f"limiter: none on {sys.platform} (cgroups are Linux only)"
+    from ..grading.limiter import find_limiter
+
+    kind = find_limiter().kind
+    if kind:
+        return f"limiter: {kind}: each hand-in's processes share its memory and tasks caps"
+    return (
+        "limiter: none (no systemd-run scope, no writable cgroup): only per-process caps hold "
+        "for a hand-in"
+    )
+
+
 def user_namespaces_line() -> str:
     """What the kernel's settings say about unprivileged user namespaces (bwrap needs them)."""
     if not sys.platform.startswith("linux"):
@@ -171,8 +186,9 @@ def browser_line() -> str:
 
 
 def preflight_lines() -> list[str]:
-    """What decides which tests can run, one line each: the sandbox, user namespaces, a browser."""
-    return [sandbox_line(), user_namespaces_line(), browser_line()]
+    """What decides which tests can run, one line each: the sandbox, the limiter, user
+    namespaces, a browser."""
+    return [sandbox_line(), limiter_line(), user_namespaces_line(), browser_line()]
 
 
 def configure(parser) -> None:
