@@ -192,13 +192,12 @@ def configure_kernel(config, job: dict) -> None:
     spec = {"display_name": "graded hand-in", "language": "python"}
     if job.get("sandbox"):
         box = sandboxes.Sandbox(**job["sandbox"])
-        spec |= {
-            "argv": sandboxes.command_line(box, home, launch, env, Group(**job["group"])),
-            "interrupt_mode": "message",
-        }
-        config.KernelManager.transport = "ipc"
+        argv = sandboxes.command_line(box, home, launch, env, Group(**job["group"]))
+        spec |= {"argv": argv, "interrupt_mode": "message"}
         config.KernelManager.connection_file = str(home / "runtime" / "kernel.json")
-        config.KernelManager.ip = str(home / "runtime" / "k")
+        if not box.user:  # in bwrap there is no network: Unix sockets in its folder
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.ip = str(home / "runtime" / "k")
     else:
         spec |= {"argv": launch, "env": env}
         config.KernelManager.connection_file = str(home / "runtime" / "kernel.json")

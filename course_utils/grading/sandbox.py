@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import unprivileged
 from .limiter import DEFAULT_TASKS, Group, Limiter, find_limiter
 
 INSTALL_HINT = (
@@ -71,14 +72,22 @@ class Sandbox:
     origin: str = "system"  # "system" (found on PATH) or WHEEL
     tasks: int = DEFAULT_TASKS
     limiter: Limiter = field(default_factory=Limiter)
+    user: str = ""  # no bwrap: the kernel runs as this unprivileged user (:mod:`.unprivileged`)
 
     def describe(self) -> str:
-        """One line: which bwrap, its version and where it comes from."""
+        """One line: which bwrap, its version and where it comes from (or the user)."""
+        if self.user:
+            return (
+                "no namespaces here (bwrap cannot run): the kernel runs as the unprivileged "
+                f"user {self.user}, which cannot read the grader's or the autograder's files"
+            )
         return f"{bwrap_version(self.bwrap)} ({self.origin}: {self.bwrap})"
 
     def limits(self) -> str:
         """One line: the limits in force for each hand-in, and what enforces them."""
         each = f"{format_memory(self.memory)} of data per process (RLIMIT_DATA)"
+        if self.user:
+            each += f", {self.tasks} processes of {self.user} (RLIMIT_NPROC)"
         if not self.limiter.kind:
             return (f"limits: {each} only: no systemd-run or writable cgroup here, so a "
                     "hand-in's processes together are not capped")  # fmt: skip
@@ -298,7 +307,40 @@ def command_line(
     caps and, given a ``group``, in the hand-in's cgroup."""
     prepare_home(home)
     group = group or Group()
-    kib = max(sandbox.memory // 1024, 1)
-    cap = f'{group.enter()}ulimit -d {kib} && ulimit -f {MAX_FILE_BYTES // 512} && exec "$@"'
+    if sandbox.user:
+        nproc = ["prlimit", f"--nproc={sandbox.tasks}:{sandbox.tasks}", "--"]
+        user = unprivileged.command_line(caps(sandbox, group), home, command, env or {}, nproc)
+        return [*group.prefix, *user]
     options = bwrap_arguments(sandbox, home, env or {})
+    cap = caps(sandbox, group)
     return [*group.prefix, "/bin/sh", "-c", cap, "sh", sandbox.bwrap, *options, "--", *command]
+
+
+def caps(sandbox: Sandbox, group: Group) -> str:
+    """Shell code that joins the hand-in's group, sets the per-process caps, then runs "$@"."""
+    kib = max(sandbox.memory // 1024, 1)
+    limits = f"ulimit -d {kib} && ulimit -f {MAX_FILE_BYTES // 512}"
+    return f'{group.enter()}{limits} && exec "$@"'
+
+
+def check_unprivileged(memory: int, tasks: int = DEFAULT_TASKS) -> Sandbox:
+    """A Sandbox that runs each kernel as an unprivileged user, having just run Python that
+    way, or SandboxUnavailable saying why it cannot."""
+    box = Sandbox("", memory, "setpriv", tasks, find_limiter(), unprivileged.KERNEL_USER)
+    nproc = ["prlimit", f"--nproc={tasks}:{tasks}", "--"]
+    if (error := unprivileged.probe(caps(box, Group()), nproc)) is not None:
+        raise SandboxUnavailable(error)
+    return box
+
+
+def check_any(memory: int, tasks: int = DEFAULT_TASKS) -> Sandbox:
+    """bwrap where it runs, else the kernel as an unprivileged user (Gradescope's containers
+    refuse user namespaces); SandboxUnavailable with both reasons when neither works."""
+    try:
+        return check_sandbox(memory, tasks)
+    except SandboxUnavailable as no_bwrap:
+        try:
+            return check_unprivileged(memory, tasks)
+        except SandboxUnavailable as no_user:
+            message = f"{no_bwrap}; nor can the kernel run as an unprivileged user: {no_user}"
+            raise SandboxUnavailable(message) from None
