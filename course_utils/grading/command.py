@@ -417,8 +417,9 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
 
 def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
     box = settings.sandbox
-    sandbox = {"bwrap": box.bwrap, "memory": box.memory, "tasks": box.tasks, "user": box.user}
-    sandbox = sandbox if box else None
+    sandbox = None
+    if box:
+        sandbox = {"bwrap": box.bwrap, "memory": box.memory, "tasks": box.tasks, "user": box.user}
     references = {answer: info["reference"] for answer, info in lab.references.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
             "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
