@@ -2,7 +2,8 @@
 
 find (``submissions``: which files are hand-ins, one row per student) -> read (``submissions``:
 the notebook, read without following links, into a private copy) -> limit (``sandbox``:
-namespaces, per-process caps, the hand-in's total memory and processes) -> execute
+namespaces, per-process caps; ``limiter``: the hand-in's total memory and processes in a cgroup;
+``unprivileged``: the kernel as nobody where namespaces are refused) -> execute
 (``autograde``, ``workers``: nbgrader's autograder in the sandboxed kernel, timeouts, output caps)
 -> verify (``verify``, ``references``, ``repair``: values re-checked outside the kernel, forbidden
 calls, restored cells) -> gradebook (``gradebook``, ``cache``: the CSV, feedback, what a re-grade
