@@ -73,8 +73,8 @@ def make_class(folder: Path, count: int, solution: Path, lab: Path) -> dict[str,
 
 def time_grading(solution: Path, subs: Path, jobs: int, sandbox: bool) -> float:
     """Seconds to grade every hand-in in ``subs``, from scratch."""
-    from course_utils.tools import grading
-    from course_utils.tools import sandbox as sandboxes
+    from course_utils.grading import command as grading
+    from course_utils.grading import sandbox as sandboxes
 
     box = sandboxes.check_sandbox(sandboxes.default_memory(jobs)) if sandbox else None
     threads = max(1, (os.cpu_count() or 1) // jobs)

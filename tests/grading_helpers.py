@@ -18,8 +18,8 @@ import nbformat
 import psutil
 import pytest
 
-from course_utils.tools import grading
-from course_utils.tools import sandbox as sandboxes
+from course_utils.grading import command as grading
+from course_utils.grading import sandbox as sandboxes
 from course_utils.tools.labs import render_lab
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "grading_fixture.ipynb"

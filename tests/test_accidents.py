@@ -118,7 +118,7 @@ def test_an_accident_keeps_the_score_of_the_work_and_says_what_was_repaired(acci
 
 
 def test_a_stub_copy_of_an_answer_is_dropped_when_another_copy_holds_the_work():
-    from course_utils.tools.repair import repair
+    from course_utils.grading.repair import repair
 
     nb, notes = repair(copied_answer(), lab())
     answers = [c for c in nb.cells if "def char_vocab" in c.source]
@@ -132,7 +132,7 @@ def test_a_stub_copy_of_an_answer_is_dropped_when_another_copy_holds_the_work():
 
 
 def test_an_untouched_hand_in_needs_no_repair():
-    from course_utils.tools.repair import repair
+    from course_utils.grading.repair import repair
 
     nb, notes = repair(lab(), lab())
     assert notes == []

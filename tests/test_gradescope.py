@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import venv
 import zipfile
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 from grading_helpers import FIXTURE, answered, lab, require_sandbox, save, solved
 
-from course_utils.tools import gradescope
+from course_utils.grading import gradescope
 
 WHERE = "import course_utils, sys; print(course_utils.__file__, sys.prefix)"
 
@@ -56,10 +57,18 @@ def autograder(bundle, tmp_path_factory):
     """A fake /autograder: the unzipped bundle in source/ and, as setup.sh makes it, a venv in
     venv/ with the bundle's course installed; each test puts its submission in."""
     root = tmp_path_factory.mktemp("gradescope") / "autograder"
+    return fake_autograder(bundle, root, None)
+
+
+def fake_autograder(bundle, root, base_python):
+    """The fake tree at ``root``; its venv made by ``base_python`` (None: this Python)."""
     with zipfile.ZipFile(bundle) as z:
         z.extractall(root / "source")
     (root / "source" / "run_autograder").chmod(0o755)
-    venv.create(root / "venv", with_pip=False)
+    if base_python:
+        subprocess.run([base_python, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    else:
+        venv.create(root / "venv", with_pip=False)
     python = root / "venv" / "bin" / "python"
     site = subprocess.check_output(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
@@ -86,11 +95,16 @@ def submit(root, write, settings=None):
     return root
 
 
+def autograder_environment() -> dict:
+    """This environment as Gradescope's would be: no AUTOGRADER_PYTHON, and no PYTHONPATH (a
+    developer's, pointing at a checkout, would hide the bundle's course)."""
+    return {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_PYTHON", "PYTHONPATH")}
+
+
 def run_autograder(root):
     """The bundle's run_autograder, with only AUTOGRADER_ROOT set: it runs root/venv's Python."""
     require_sandbox()
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root)}
-    env.pop("AUTOGRADER_PYTHON", None)
+    env = {**autograder_environment(), "AUTOGRADER_ROOT": str(root)}
     done = subprocess.run(
         [str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
         timeout=600,
@@ -106,17 +120,19 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
         setup = z.read("setup.sh").decode()
     assert {"setup.sh", "run_autograder", "settings.json", "lab/grading_fixture.ipynb"} <= names
     assert {"course/pyproject.toml", "course/course_utils/__init__.py"} <= names
-    assert "course/course_utils/tools/grading.py" in names
+    assert "course/course_utils/grading/command.py" in names
     assert not [n for n in names if n.startswith(("course/solutions", "course/tests"))]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".ipynb") and "lab/" not in n]
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert settings == {
         "lab": "grading_fixture", "memory": "4G", "sandbox": True, "timeout": 20,
-        "forbid_reference": False,
+        "total_timeout": 420, "forbid_reference": False,
     }  # fmt: skip
     assert "apt-get install" in setup and "python3-venv" in setup
     assert "bubblewrap" not in setup.split("apt-get install")[1].splitlines()[0]  # the wheel's
     assert "download.pytorch.org/whl/cpu" in setup and '"./course[instructor]"' in setup
+    assert "chmod 700 /autograder/source" in setup
+    assert "-m course_utils gradescope --which-sandbox" in setup  # the build log says the mode
 
 
 def test_the_bundle_is_the_same_bytes_every_time(bundle, tmp_path):
@@ -127,7 +143,10 @@ def test_the_bundle_is_the_same_bytes_every_time(bundle, tmp_path):
 
 def test_the_autograders_python_runs_the_bundles_course_not_the_checkout(autograder):
     python = autograder / "venv" / "bin" / "python"
-    where = subprocess.run([str(python), "-c", WHERE], capture_output=True, text=True, cwd="/")
+    where = subprocess.run(
+        [str(python), "-c", WHERE], capture_output=True, text=True, cwd="/",
+        env=autograder_environment(),
+    )  # fmt: skip
     package, prefix = where.stdout.split()
     assert package.startswith(str(autograder / "venv")) and prefix == str(autograder / "venv")
 
@@ -195,3 +214,99 @@ def test_the_solution_in_the_bundle_is_out_of_a_submissions_reach(autograder, bu
     done, results = run_autograder(submit(autograder, lambda f: save(attack, f / "lab.ipynb")))
     assert done.returncode == 0, done.stderr[-2000:]
     assert results["score"] == 0 and [t["score"] for t in results["tests"]] == [0, 0, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Where user namespaces are refused (Docker's default seccomp, Gradescope): no bwrap
+
+# Runs argv[1:] as root of a new user namespace mapping uids 0-65535 to the same host uids
+# (so root and nobody both exist in it); exits 77 where this process cannot make one.
+USERNS = """import ctypes, os, sys
+r, w = os.pipe()
+go_r, go_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+        os._exit(77)
+    os.write(w, b"x")
+    os.read(go_r, 1)
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    os.execvp(sys.argv[1], sys.argv[1:])
+os.close(w)
+ready = os.read(r, 1) == b"x"
+try:
+    for name in ("uid_map", "gid_map") if ready else ():
+        with open(f"/proc/{pid}/{name}", "w") as f:
+            f.write("0 0 65536\\n")
+    os.write(go_w, b"x")
+except OSError:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    sys.exit(77)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+# Inside, as in a Docker container under its default seccomp profile: no more user namespaces
+# (this setting belongs to the new namespace; the host's is not touched) and root without
+# CAP_SYS_ADMIN (else bwrap makes its namespaces as root), so bwrap cannot run.
+NO_USERNS = (
+    'echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --bounding-set=-sys_admin "$@"'
+)
+
+
+@pytest.fixture(scope="module")
+def locked_autograder(bundle):
+    """A fake /autograder that an unprivileged user can pass through (its venv made by the
+    system's Python, since this one may live in root's home), removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("the unprivileged-user mode is for a grader running as root")
+    base = shutil.which("python3", path="/usr/bin:/bin")
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    probe = [base, "-c", "import sys; print(f'{sys.version_info.major}.{sys.version_info.minor}')"]
+    if not base or subprocess.run(probe, capture_output=True, text=True).stdout.strip() != version:
+        pytest.skip(f"no system Python {version} that the unprivileged user can run")
+    folder = Path(tempfile.mkdtemp(prefix="course-gradescope-"))
+    folder.chmod(0o755)
+    yield fake_autograder(bundle, folder / "autograder", base)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_without_user_namespaces(root):
+    """run_autograder inside a user namespace that refuses nested ones."""
+    env = {**autograder_environment(), "AUTOGRADER_ROOT": str(root)}
+    command = [sys.executable, "-c", USERNS, "sh", "-c", NO_USERNS, "sh"]
+    done = subprocess.run(
+        [*command, str(root / "source" / "run_autograder")], env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode == 77:
+        pytest.skip("cannot make a user namespace with a full uid map here")
+    return done, json.loads((root / "results" / "results.json").read_text())
+
+
+LOOP = "while True:\n    pass"
+
+
+def test_without_user_namespaces_hand_ins_run_as_nobody_and_score_fairly(locked_autograder):
+    root = locked_autograder
+    key = answered(lab(), **dict.fromkeys(["ex1_answer", "ex2_answer", "ex3_answer"], BUNDLE_KEY))
+    loops = answered(solved(lab(), "ex3_answer"), ex1_answer=LOOP, ex2_answer=LOOP)
+    scores = {}
+    for name, nb in [("solved", solved(lab())), ("blank", lab()), ("key", key)]:
+        done, results = run_without_user_namespaces(
+            submit(root, lambda f, nb=nb: save(nb, f / "a.ipynb"))
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "the kernel runs as the unprivileged user nobody" in done.stdout, done.stdout
+        scores[name] = results["score"]
+    assert scores == {"solved": 6, "blank": 0, "key": 0}
+    # two endless loops: each cut at the cell timeout, the third exercise still scores
+    settings = json.loads((root / "source" / "settings.json").read_text())
+    quick = json.dumps(settings | {"timeout": 5, "total_timeout": 120}).encode()
+    done, results = run_without_user_namespaces(
+        submit(root, lambda f: save(loops, f / "a.ipynb"), quick)
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [t["score"] for t in results["tests"]] == [0, 0, 3]

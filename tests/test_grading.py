@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import sys
 import time
+import types
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -33,7 +35,8 @@ from grading_helpers import (
     solved,
 )
 
-from course_utils.tools import autograde, gradebook, grading, submissions, workers
+from course_utils.grading import autograde, gradebook, submissions, workers
+from course_utils.grading import command as grading
 
 # ---------------------------------------------------------------------------------------------
 # Building submissions
@@ -301,7 +304,7 @@ def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
     ],
 )
 def test_calls_of_a_reference_are_found_by_name_attribute_import_or_string(source, found):
-    from course_utils.tools.references import calls_in
+    from course_utils.grading.references import calls_in
 
     assert calls_in(source, ["torch.nn.functional.one_hot"]) == found
 
@@ -512,7 +515,7 @@ def test_a_hand_in_is_read_without_following_a_link_on_its_way(tmp_path):
 
 
 def test_the_result_cache_removes_only_its_own_old_folders(tmp_path):
-    from course_utils.tools.cache import ResultCache
+    from course_utils.grading.cache import ResultCache
 
     (tmp_path / "0123456789abcdef0123").mkdir()  # an older key's results
     (tmp_path / "alice").mkdir()  # not the cache's: a cache pointed at the wrong folder
@@ -537,9 +540,9 @@ def test_a_missing_submissions_folder_is_a_one_line_usage_error(tmp_path, capsys
 
 
 def test_a_student_lab_is_refused_as_the_lab_to_grade_against(tmp_path, monkeypatch, capsys):
-    import course_utils.tools.labs
+    import course_utils.core.paths
 
-    monkeypatch.setattr(course_utils.tools.labs, "LABS", tmp_path)
+    monkeypatch.setattr(course_utils.core.paths, "LABS", tmp_path)
     save(lab(), tmp_path / f"{LAB}.ipynb")
     code = grading.main([str(tmp_path / f"{LAB}.ipynb"), str(tmp_path), "--out", "g.csv"])
     assert code == 2
@@ -607,3 +610,60 @@ def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(monkeypatch, 
         (folder / "work").mkdir(parents=True)
     grading.remove_stale_workdirs()
     assert (stale.exists(), live.exists(), other.exists()) == (False, True, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The caps, each just below and just above its limit (no kernels)
+
+
+def disk_watch_over(tmp_path, files):
+    """A DiskWatch over a worker folder whose kernel folder holds ``files`` empty files (plus
+    its two folders): why it stopped ("" if it did not) and what is left."""
+    runtime = tmp_path / "k" / "runtime"
+    runtime.mkdir(parents=True)
+    for i in range(files):
+        (runtime / f"f{i}").touch()
+    watch = workers.DiskWatch(tmp_path, 2**30, [tmp_path / "k"])
+    worker = types.SimpleNamespace(is_alive=lambda: False, pid=-1)  # gone already
+    watch.check(worker, marker=uuid.uuid4().hex)
+    return watch.stopped, len(list(runtime.iterdir()))
+
+
+def test_a_hand_ins_folder_may_hold_10000_entries_and_not_one_more(tmp_path):
+    assert workers.MAX_FILES == 10_000
+    below = disk_watch_over(tmp_path / "below", workers.MAX_FILES - 2)  # + k and runtime
+    assert below == ("", workers.MAX_FILES - 2)
+    stopped, left = disk_watch_over(tmp_path / "above", workers.MAX_FILES - 1)
+    assert stopped.startswith("stopped: it wrote more than 10,000 files to the grading machine")
+    assert left == 0
+
+
+def stream(size):
+    """A kernel's stdout message of ``size`` characters."""
+    content = {"name": "stdout", "text": "x" * size}
+    header = {"msg_type": "stream"}
+    return {"msg_type": "stream", "header": header, "parent_header": {"msg_id": "m"},
+            "content": content}  # fmt: skip
+
+
+def kept_outputs(sizes):
+    """The outputs SandboxedExecute keeps of one message per cell of these sizes."""
+    execute = autograde.SandboxedExecute()
+    execute._output_bytes, execute._total_bytes = {}, {False: 0, True: 0}
+    execute.clear_before_next_output = False
+    outs = []
+    for index, size in enumerate(sizes):
+        execute.output(outs, stream(size), None, index)
+    return outs
+
+
+def test_a_notebook_keeps_16_mb_of_output_in_all_and_not_a_byte_more():
+    per_cell = autograde.MAX_CELL_OUTPUT  # 2,000,000: eight cells reach the notebook's cap
+    assert autograde.MAX_TOTAL_OUTPUT == 16_000_000 == 8 * per_cell
+    below = kept_outputs([per_cell] * 8)
+    assert [len(o["text"]) for o in below] == [per_cell] * 8
+    above = kept_outputs([per_cell] * 8 + [1])
+    assert [len(o["text"]) for o in above[:8]] == [per_cell] * 8
+    assert above[8]["text"].strip() == (
+        "[the grader kept only the first 16,000,000 bytes of output in the whole notebook]"
+    )

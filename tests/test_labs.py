@@ -13,9 +13,9 @@ import nbformat
 import pytest
 from grading_helpers import require_sandbox
 
-from course_utils.tools import grading
+from course_utils.grading import command as grading
+from course_utils.grading.references import calls_in, exercise_references
 from course_utils.tools.labs import LABS, RUN_ALL_TAG, SOLUTIONS, check_all, render_lab
-from course_utils.tools.references import calls_in, exercise_references
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
 

@@ -17,7 +17,8 @@ ALLOWED = {
     "engine": {"core"},
     "lessons": {"core", "engine"},
     "projects": {"core", "engine"},
-    "tools": {"core", "engine", "lessons", "projects"},
+    "grading": {"core", "engine", "lessons"},
+    "tools": {"core", "engine", "lessons", "projects", "grading"},
 }
 
 

@@ -116,7 +116,7 @@ def test_the_preflight_reads_the_user_namespace_settings(tmp_path, monkeypatch):
 
 
 def test_the_preflight_says_when_the_sandbox_cannot_run(monkeypatch):
-    from course_utils.tools import sandbox
+    from course_utils.grading import sandbox
 
     def unavailable(memory):
         raise sandbox.SandboxUnavailable("bwrap cannot run here (no namespaces); allow them")
@@ -125,7 +125,19 @@ def test_the_preflight_says_when_the_sandbox_cannot_run(monkeypatch):
     monkeypatch.setattr(doctor.sys, "platform", "linux")
     line = doctor.sandbox_line()
     assert line.startswith("sandbox: NOT WORKING") and "no namespaces" in line
-    assert len(doctor.preflight_lines()) == 3
+    assert len(doctor.preflight_lines()) == 4
+
+
+def test_the_doctor_names_the_limiter_or_says_only_per_process_caps_hold(monkeypatch):
+    from course_utils.grading import limiter
+
+    monkeypatch.setattr(doctor.sys, "platform", "linux")
+    monkeypatch.setattr(limiter, "find_limiter", lambda: limiter.Limiter("cgroup v1"))
+    assert doctor.limiter_line() == (
+        "limiter: cgroup v1: each hand-in's processes share its memory and tasks caps"
+    )
+    monkeypatch.setattr(limiter, "find_limiter", lambda: limiter.Limiter())
+    assert doctor.limiter_line().startswith("limiter: none (no systemd-run scope, no writable")
 
 
 def test_the_torch_setup_asks_the_cpu_index_once_and_falls_back_at_once(monkeypatch, capsys):

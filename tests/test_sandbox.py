@@ -31,7 +31,8 @@ from grading_helpers import (
 )
 
 import course_utils
-from course_utils.tools import grading, sandbox, workers
+from course_utils.grading import command as grading
+from course_utils.grading import limiter, sandbox, workers
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sandbox is Linux only"
@@ -138,6 +139,44 @@ HOG = """hoard = bytearray(3 * 2**30)  # over the 2G cap
 def count_tokens(text):
     return len(text.split())"""
 
+# Four processes of 1.5 GiB each: each under the 2G per-process cap, 6 GiB together.
+HOGS = """import subprocess
+import sys
+
+HOG = "import time; block = bytearray(b'x') * (3 * 2**29); time.sleep(1)"
+hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(4)]
+codes = [hog.wait() for hog in hogs]
+assert codes == [0, 0, 0, 0], f"hogs killed: {codes}"
+
+
+def count_tokens(text):
+    return len(text.split())"""
+
+# Forks 2,000 sleepers from a small process and reports how many it got.
+FORK = (
+    "import os, time\nn = 0\ntry:\n    for _ in range(2000):\n        if os.fork() == 0:\n"
+    "            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n"
+    "    pass\nprint(n)\n"
+)
+FORKER = f"""import subprocess
+import sys
+
+done = subprocess.run([sys.executable, "-c", {FORK!r}], capture_output=True, text=True)
+raise RuntimeError(f"forked {{done.stdout.strip()}} times")"""
+
+# Maps 3 GiB of files read-only, as `import torch` of a CUDA build maps its libraries: one
+# sparse file of 48 MiB (under the file size cap) mapped 64 times.
+MAPPER = """import mmap
+
+with open("/tmp/libs.so", "wb") as f:
+    f.truncate(48 * 2**20)  # sparse: no block is written
+with open("/tmp/libs.so", "rb") as f:
+    libs = [mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) for _ in range(64)]
+
+
+def count_tokens(text):
+    return len(text.split())"""
+
 FLOOD = """import torch
 
 
@@ -191,6 +230,9 @@ def attacks(tmp_path_factory):
         ("network", network(listener.port)),
         ("orphan", orphan(marker)),
         ("hog", HOG),
+        ("hogs", HOGS),
+        ("forker", FORKER),
+        ("mapper", MAPPER),
     ]:
         nb = answered(solved(lab(), "ex2_answer", "ex3_answer"), ex1_answer=source)
         save(nb, subs / f"{name}.ipynb")
@@ -256,6 +298,26 @@ def test_memory_over_the_cap_fails_the_cell_not_the_grading(sandboxed):
     row = sandboxed["rows"]["hog"]
     assert (row["status"], points(row)) == ("graded", {**FULL, "ex1_test": 0})
     assert "ex1_answer: MemoryError" in feedback_of(sandboxed, "hog")
+
+
+def test_four_processes_over_the_hand_ins_total_lose_only_its_own_cells(sandboxed):
+    # 4 x 1.5 GiB, each under the 2G per-process cap: the hand-in's cgroup (2G in all) kills
+    # some of them (or they stall until the cell's timeout), so its first exercise scores 0;
+    # its other exercises and the other hand-ins of the run score as usual
+    row = sandboxed["rows"]["hogs"]
+    assert (row["status"], points(row)) == ("graded", {**FULL, "ex1_test": 0})
+    assert points(sandboxed["rows"]["honest"]) == FULL
+
+
+def test_a_hand_in_that_forks_2000_times_is_held_to_the_tasks_cap(sandboxed):
+    text = feedback_of(sandboxed, "forker")
+    forked = int(text.split("RuntimeError: forked ")[1].split()[0])
+    assert 0 < forked < sandbox.DEFAULT_TASKS  # its kernel's threads count too
+
+
+def test_a_read_only_map_of_3_gib_runs_under_a_2g_cap(sandboxed):
+    # what `import torch` of a CUDA build does; RLIMIT_AS refused it, RLIMIT_DATA does not
+    assert points(sandboxed["rows"]["mapper"]) == FULL
 
 
 def test_output_over_the_cap_is_cut_in_the_grader(sandboxed):
@@ -512,10 +574,18 @@ def test_a_system_bwrap_that_runs_comes_first(tmp_path, monkeypatch):
 
 def test_the_graders_first_line_names_its_sandbox(tmp_path, capsys):
     require_sandbox()
-    run_grade(tmp_path)  # an empty folder: nothing to grade, but the sandbox is probed
+    run_grade(tmp_path, "--memory", "1G")  # nothing to grade, but the sandbox is probed
     first = capsys.readouterr().out.splitlines()[0]
     box = sandbox.check_sandbox(2**30)
-    assert first == f"grade: each hand-in runs in a sandbox: {box.describe()}"
+    assert first == f"grade: each hand-in runs in a sandbox: {box.describe()}; {box.limits()}"
+    kind = limiter.find_limiter().kind
+    assert box.limits() == (
+        f"limits: 1G of data per process (RLIMIT_DATA); 1G of memory and 256 tasks per hand-in "
+        f"({kind})"
+        if kind
+        else "limits: 1G of data per process (RLIMIT_DATA) only: no systemd-run or writable "
+        "cgroup here, so a hand-in's processes together are not capped"
+    )
     run_grade(tmp_path, "--no-sandbox")
     assert capsys.readouterr().out.startswith("grade: no sandbox (--no-sandbox)")
 

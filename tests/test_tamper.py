@@ -19,7 +19,7 @@ from grading_helpers import (
     solved,
 )
 
-from course_utils.tools import grading
+from course_utils.grading import command as grading
 from course_utils.tools.labs import LABS, SOLUTIONS
 
 WRONG_VOCAB = """

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from course_utils.grading.verify import check_aliases, strip_expected, verify_cell
 from course_utils.lessons import checks, recording
-from course_utils.tools.verify import check_aliases, strip_expected, verify_cell
 
 
 def round_trip(value):

@@ -118,7 +118,7 @@ USERNS_FILES = {  # file -> the value that turns unprivileged user namespaces of
 
 def sandbox_line() -> str:
     """Whether the grading sandbox runs here, which bwrap it uses, and what a failure costs."""
-    from . import sandbox
+    from ..grading import sandbox
 
     try:
         box = sandbox.check_sandbox(2**30)
@@ -127,6 +127,21 @@ def sandbox_line() -> str:
             return f"sandbox: none on {sys.platform} (Linux only): the sandbox tests skip here"
         return f"sandbox: NOT WORKING, so grading and its tests fail: {exc}"
     return f"sandbox: {box.describe()} runs: grading and its tests use it"
+
+
+def limiter_line() -> str:
+    """What holds a hand-in's processes together to their memory and tasks caps, here."""
+    if not sys.platform.startswith("linux"):
+        return f"limiter: none on {sys.platform} (cgroups are Linux only)"
+    from ..grading.limiter import find_limiter
+
+    kind = find_limiter().kind
+    if kind:
+        return f"limiter: {kind}: each hand-in's processes share its memory and tasks caps"
+    return (
+        "limiter: none (no systemd-run scope, no writable cgroup): only per-process caps hold "
+        "for a hand-in"
+    )
 
 
 def user_namespaces_line() -> str:
@@ -171,8 +186,9 @@ def browser_line() -> str:
 
 
 def preflight_lines() -> list[str]:
-    """What decides which tests can run, one line each: the sandbox, user namespaces, a browser."""
-    return [sandbox_line(), user_namespaces_line(), browser_line()]
+    """What decides which tests can run, one line each: the sandbox, the limiter, user
+    namespaces, a browser."""
+    return [sandbox_line(), limiter_line(), user_namespaces_line(), browser_line()]
 
 
 def configure(parser) -> None:

@@ -25,10 +25,8 @@ from nbgrader.preprocessors import (
 )
 
 from ..core.cli import add_subcommand
-from .cleaning import ROOT, strip
-
-SOLUTIONS = ROOT / "solutions"
-LABS = ROOT / "labs"
+from ..core.paths import LABS, SOLUTIONS
+from .cleaning import strip
 
 
 def _preprocessors():

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: course_utils/tools/ is two down
+from ..core.paths import ROOT
+
 FOLDERS = ("notebooks", "solutions", "labs")  # the course's notebook folders
 
 

