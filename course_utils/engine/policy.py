@@ -21,7 +21,8 @@ from ..core.device import prefers_bf16
 
 PRECISIONS = ("auto", "bf16", "fp32")
 # A compile costs tens of seconds the first time on a machine (inductor builds its C++ kernels,
-# then caches them); below these lengths the saving per step (docs/results/train_step.md) would not pay.
+# then caches them); below these lengths the saving per step (docs/results/train_step.md) would
+# not pay.
 COMPILE_MIN_STEPS = 5000
 COMPILE_MIN_SECONDS = 120.0
 
