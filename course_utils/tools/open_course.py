@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import kernel_env
+
 FOLDERS = ("notebooks", "labs")  # what a student gets: the lessons and the labs
 FIRST_LESSON = "notebooks/01_tokens_and_embeddings.ipynb"
 DEFAULT_DIR = Path("gpt-course")
@@ -87,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         copied, kept = copy_course(dest)
         print(f"gpt-course: {len(copied)} notebooks copied into {dest}" + (
             f", {len(kept)} of yours kept as they are" if kept else ""))  # fmt: skip
+    print(f"gpt-course: {kernel_env.ensure()}")
     if args.copy_only:
         return 0
     return subprocess.call(lab_command(dest, browser=not args.no_browser))
