@@ -171,6 +171,14 @@ def _changes(stored: dict, shown: dict) -> str:
     return f"JupyterLab changed the notebook on open ({found[:6]}): run `normalize`"
 
 
+def test_the_url_jupyterlab_prints_opens_lesson_01(course):
+    dest, url, _git = course
+    log = (dest.parent / "lab.log").read_text(encoding="utf-8")
+    assert f"{url}/lab/tree/notebooks/01_tokens_and_embeddings.ipynb" in log, log[-1500:]
+    with urllib.request.urlopen(f"{url}/") as reply:  # where / sends a student
+        assert reply.url == f"{url}/lab/tree/notebooks/01_tokens_and_embeddings.ipynb"
+
+
 def test_the_labs_are_reachable_from_the_course(course):
     _dest, url, _git = course
     with urllib.request.urlopen(f"{url}/api/contents/labs") as reply:
@@ -212,3 +220,23 @@ def test_a_lesson_run_saved_and_reopened_draws_its_widgets(course, browser):
     _open(browser, LESSON)
     drawn = _drawn(browser, LESSON, views=5)
     assert drawn["widgets"] >= 5 and drawn["errors"] == 0, drawn
+
+
+# Whether PATH's open notebook (arguments[0]) is marked unsaved.
+DIRTY = """
+const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
+return panel ? panel.context.model.dirty : null;
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jupyterlab-manager (@jupyter-widgets) marks a notebook dirty whenever it registers a "
+    "widget model while saveState is on (register_model -> setDirty), the models it restores "
+    "from the notebook's saved state on open included; no setting turns that off. The course "
+    "saves widget state so that a saved lesson draws its widgets (the test above)",
+)
+def test_a_saved_lesson_reopened_without_edits_is_not_marked_unsaved(course, browser):
+    """After the test above: the lesson it ran, saved and reopened, left alone."""
+    _drawn(browser, LESSON, views=5)  # the saved widgets are restored by now
+    assert browser.execute_script(DIRTY, LESSON) is False
