@@ -60,12 +60,13 @@ def copy_course(dest: Path, source: Path | None = None) -> tuple[list[Path], lis
 
 def lab_command(dest: Path, browser: bool = True) -> list[str]:
     """JupyterLab serving the whole of ``dest`` (lessons and labs) with the course's settings,
-    opened at lesson 01: the browser it opens and the URL it prints (which a student without a
-    browser on that machine copies) both go to lesson 01, not the Launcher; as root (a
-    container) it needs ``--allow-root``."""
+    opened at lesson 01: the browser it opens (the file argument) and the URL it prints first
+    (which a student copies where no browser opened) both go to lesson 01, not the Launcher
+    (``custom_display_url`` with a path alone changes the printed path only, token kept); as
+    root (a container) it needs ``--allow-root``."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={dest}"]
     command += [f"--LabApp.app_settings_dir={SETTINGS_DIR}"]
-    command += [f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}"]
+    command += [f"--ServerApp.custom_display_url=/lab/tree/{FIRST_LESSON}"]
     command += [] if browser else ["--no-browser"]
     command += ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     return [*command, str(dest / FIRST_LESSON)]
