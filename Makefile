@@ -9,27 +9,35 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The student's install. The right torch first (CPU-only without an NVIDIA GPU; an installed
-# torch is kept), then the course; re-run only when the requirements change.
+# torch is kept), then the course; re-run only when the requirements change. pip runs quietly
+# (its warnings and errors still show): one line per step says what was done. The course's
+# kernels wait without spinning (course_utils/tools/kernel_env.py: a busy laptop stays fast).
+PIP_QUIET := -m pip install -q --disable-pip-version-check
 $(VENV)/.installed: $(BIN)/python requirements.txt pyproject.toml
-	$(BIN)/python course_utils/tools/torch_setup.py
-	$(BIN)/python -m pip install -r requirements.txt
-	-$(BIN)/python -m course_utils setup-git
-	touch $@
+	@$(BIN)/python course_utils/tools/torch_setup.py
+	@$(BIN)/python $(PIP_QUIET) -r requirements.txt
+	@echo "setup: course packages ready ($$($(BIN)/python -m pip list --format=freeze 2>/dev/null | wc -l) packages in $(VENV))"
+	@$(BIN)/python -m course_utils.tools.kernel_env
+	@-$(BIN)/python -m course_utils setup-git
+	@touch $@
 
 # Instructors: nbgrader for generating and grading labs.
 $(VENV)/.installed-instructor: $(VENV)/.installed
-	$(BIN)/python -m pip install -e '.[instructor]'
-	touch $@
+	@$(BIN)/python $(PIP_QUIET) -e '.[instructor]'
+	@echo "setup: instructor tools ready (nbgrader, the sandbox)"
+	@touch $@
 
 # Maintainers: the instructor tools plus lint and the benchmarks' reference implementation.
 $(VENV)/.installed-dev: $(VENV)/.installed-instructor
-	$(BIN)/python -m pip install -e '.[instructor,dev]'
-	touch $@
+	@$(BIN)/python $(PIP_QUIET) -e '.[instructor,dev]'
+	@echo "setup: maintainer tools ready (lint, benchmarks, build)"
+	@touch $@
 
 # The website's builder and its browser test's client.
 $(VENV)/.installed-site: $(VENV)/.installed
-	$(BIN)/python -m pip install -e '.[site]'
-	touch $@
+	@$(BIN)/python $(PIP_QUIET) -e '.[site]'
+	@echo "setup: website tools ready (Sphinx, Selenium)"
+	@touch $@
 
 setup: $(VENV)/.installed
 instructor: $(VENV)/.installed-instructor

@@ -197,6 +197,41 @@ def test_a_stub_that_raises_not_implemented_reports_one_line_and_still_fails():
     assert isinstance(error, NotImplementedError)
 
 
+def test_a_check_reading_a_name_its_stub_never_defined_reports_one_line():
+    """As in Run All of an untouched lab: the answer cell raises its stub, so the check cell
+    after it reads an undefined name; a NameError in a student's own cell keeps its traceback."""
+    import contextlib
+    import io
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import course_utils.lessons.checks as c; c._install_not_done_handler()")
+    shell.run_cell("from course_utils.lessons.checks import check_type")
+    printed = []
+    for source in (
+        "# Exercise 4\n# YOUR CODE HERE\nraise NotImplementedError()",
+        'check_type("saved", saved, "int")',
+        "total = sum(undefined_list)",
+        'check_type("other", other, "int")',
+    ):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            result = shell.run_cell(source, store_history=True)  # as a kernel runs a cell
+        printed.append((out.getvalue().strip(), result.error_in_exec))
+    text, error = printed[1]
+    assert text == (
+        "\u274c Exercise 4 is not done yet: its answer cell still raises NotImplementedError, "
+        "so saved is not defined"
+    )
+    assert isinstance(error, NameError)  # the cell still fails: a grader scores it 0
+    text, error = printed[2]
+    assert "Traceback" in text and "undefined_list" in text
+    text, error = printed[3]
+    assert text.startswith("\u274c other is not defined: this exercise is not done yet")
+    assert isinstance(error, NameError)
+
+
 def test_other_not_implemented_errors_keep_their_traceback():
     ((text, error),) = run_cells("raise NotImplementedError('torch has no kernel for this')")
     assert "Traceback" in text and "torch has no kernel for this" in text

@@ -171,6 +171,21 @@ def _changes(stored: dict, shown: dict) -> str:
     return f"JupyterLab changed the notebook on open ({found[:6]}): run `normalize`"
 
 
+def test_the_url_jupyterlab_prints_first_opens_lesson_01(course):
+    dest, url, _git = course
+    for _ in range(480):  # the server prints its URLs once it is up
+        log = (dest.parent / "lab.log").read_text(encoding="utf-8")
+        printed = [ln.split()[-1] for ln in log.splitlines() if "/lab" in ln and "http" in ln]
+        if printed:
+            break
+        time.sleep(0.25)
+    lesson = f"/lab/tree/{LESSON}"
+    assert printed and printed[0].split("?")[0].endswith(lesson), log[-1500:]
+    port = url.rsplit(":", 1)[1]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{lesson}") as reply:  # it serves it
+        assert reply.status == 200
+
+
 def test_the_labs_are_reachable_from_the_course(course):
     _dest, url, _git = course
     with urllib.request.urlopen(f"{url}/api/contents/labs") as reply:
@@ -212,3 +227,24 @@ def test_a_lesson_run_saved_and_reopened_draws_its_widgets(course, browser):
     _open(browser, LESSON)
     drawn = _drawn(browser, LESSON, views=5)
     assert drawn["widgets"] >= 5 and drawn["errors"] == 0, drawn
+
+
+# Whether PATH's open notebook (arguments[0]) is marked unsaved.
+DIRTY = """
+const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
+return panel ? panel.context.model.dirty : null;
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jupyterlab-manager (@jupyter-widgets) marks a notebook dirty whenever it registers a "
+    "widget model while saveState is on (register_model -> setDirty), the models it restores "
+    "from the notebook's saved state on open included; no setting turns that off. The course "
+    "saves widget state so that a saved lesson draws its widgets (the test above)",
+)
+def test_a_saved_lesson_reopened_without_edits_is_not_marked_unsaved(course, browser):
+    """After the test above: the lesson it ran, saved and reopened, left alone."""
+    if _drawn(browser, LESSON, views=5)["widgets"] < 5:  # the saved widgets are restored by now
+        pytest.skip("the saved widgets were not restored (the test above says why)")
+    assert browser.execute_script(DIRTY, LESSON) is False

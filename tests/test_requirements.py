@@ -162,3 +162,27 @@ def test_an_unreachable_index_is_found_out_quickly():
     start = time.monotonic()
     assert not torch_setup.index_reachable("http://127.0.0.1:9", timeout=2)  # nothing listens
     assert time.monotonic() - start < 3
+
+
+def _doctor_report(monkeypatch, capsys, *, instructor: bool, sandbox: str) -> tuple[int, str]:
+    """doctor's report with the instructor tools installed or not and a given sandbox line."""
+    monkeypatch.setattr(doctor, "torch_report", lambda: 0)
+    monkeypatch.setattr(doctor, "requirements", lambda: {"": ["numpy>=1"], "instructor": ["nb"]})
+    monkeypatch.setattr(doctor, "check", lambda r: None if instructor or r != "nb" else "missing")
+    monkeypatch.setattr(doctor, "sandbox_line", lambda: sandbox)
+    status = doctor.main()
+    return status, capsys.readouterr().out
+
+
+def test_a_students_doctor_does_not_check_the_instructors_sandbox_and_says_all_good(
+    monkeypatch, capsys
+):
+    broken = "sandbox: NOT WORKING, so grading and its tests fail: no bwrap"
+    status, out = _doctor_report(monkeypatch, capsys, instructor=False, sandbox=broken)
+    assert status == 0 and out.rstrip().endswith("\nall good"), out
+    assert "NOT WORKING" not in out and "outside Python: not checked" in out
+    status, out = _doctor_report(monkeypatch, capsys, instructor=True, sandbox=broken)
+    assert status == 0 and broken in out and "all good" not in out, out
+    assert out.rstrip().endswith("the grading sandbox does not run (above)")
+    status, out = _doctor_report(monkeypatch, capsys, instructor=True, sandbox="sandbox: bwrap runs")
+    assert out.rstrip().endswith("\nall good"), out

@@ -26,24 +26,36 @@ pytest.importorskip("build", reason="the dev extra's `build` makes the wheel (ma
 
 IMPORTED_FROM = "import course_utils; print(course_utils.__file__)"
 BIN = "Scripts" if sys.platform == "win32" else "bin"  # where a venv keeps its commands
-SOURCES = ["pyproject.toml", "README.md", "LICENSE", "course_utils", "notebooks", "labs"]
+SOURCES = ["pyproject.toml", "setup.py", "README.md", "LICENSE", "course_utils", "notebooks",
+           "labs"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """The course's wheel, built from a copy of the tree (the checkout stays clean)."""
-    tree = tmp_path_factory.mktemp("tree")
+def _copy_tree(tree: Path) -> Path:
+    tree.mkdir(exist_ok=True)
     for name in SOURCES:
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(source, tree / name)
-    out = tmp_path_factory.mktemp("dist")
-    command = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out)]
+    return tree
+
+
+def _build(tree: Path, out: Path, *options: str) -> tuple[Path, str]:
+    """The wheel ``python -m build`` makes of ``tree`` and what it printed on stderr."""
+    command = [sys.executable, "-m", "build", *options, "--no-isolation", "--outdir", str(out)]
     done = subprocess.run([*command, str(tree)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     (found,) = out.glob("*.whl")
+    return found, done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The course's wheel, built from a copy of the tree (the checkout stays clean)."""
+    tree = _copy_tree(tmp_path_factory.mktemp("tree"))
+    found, stderr = _build(tree, tmp_path_factory.mktemp("dist"), "--wheel")
+    assert "is not a git checkout: the package takes the lessons and labs as they are" in stderr
     return found
 
 
@@ -130,3 +142,26 @@ def test_jupyterlab_serves_the_whole_copy_and_opens_lesson_01(tmp_path):
     assert f"--LabApp.app_settings_dir={open_course.SETTINGS_DIR}" in command
     overrides = json.loads((open_course.SETTINGS_DIR / "overrides.json").read_text())
     assert overrides["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
+
+
+def test_the_wheel_takes_the_committed_notebooks_not_the_working_trees_run_state(tmp_path):
+    """A clone with a lesson run (its outputs changed, unsaved state) and a lab begun but not
+    committed: the sdist and the wheel built from it (python -m build's way) carry HEAD's."""
+    tree = _copy_tree(tmp_path / "clone")
+    git = ["git", "-c", "user.name=s", "-c", "user.email=s@example.org", "-C", str(tree)]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "the course"]):
+        subprocess.run([*git, *step], check=True, capture_output=True)
+    lesson = tree / "notebooks" / "11_sumgpt.ipynb"
+    committed = lesson.read_bytes()
+    run = json.loads(committed)
+    run["metadata"]["widgets"] = {"state": "a moved slider"}
+    timing = {"output_type": "stream", "name": "stdout", "text": "training wall: 953.6 s\n"}
+    run["cells"][-1].setdefault("outputs", []).append(timing)
+    lesson.write_text(json.dumps(run), encoding="utf-8")
+    (tree / "labs" / "99_mine.ipynb").write_text("{}", encoding="utf-8")
+    found, stderr = _build(tree, tmp_path / "dist")  # sdist, then the wheel from the sdist
+    packed = zipfile.ZipFile(found)
+    assert packed.read("course_utils/course/notebooks/11_sumgpt.ipynb") == committed
+    assert "course_utils/course/labs/99_mine.ipynb" not in packed.namelist()
+    assert "labs/99_mine.ipynb is not committed: left out" in stderr
+    assert b"953.6" in lesson.read_bytes(), "the working tree keeps the student's run"

@@ -2,7 +2,8 @@
 
 A failed check raises :class:`CheckFailed` (an AssertionError, so graders count it as a failure);
 in Jupyter it renders as a single line of feedback rather than a traceback, and so does a stub
-that still raises ``NotImplementedError``. When a lab is graded, the checks record their values
+that still raises ``NotImplementedError`` (and a check that reads a name such a stub never
+defined). When a lab is graded, the checks record their values
 for the grader to compare outside the kernel instead (see :mod:`course_utils.lessons.recording`).
 """
 
@@ -294,10 +295,61 @@ def not_done_line(tb) -> str | None:
     return f"\u274c Exercise {number} is not done yet: {what} still raises NotImplementedError"
 
 
+# The execution counts of answer cells that raised their stub, with their exercise's number: a
+# check cell run right after one reads names that stub never defined.
+_STUBS_RUN: dict[int, str] = {}
+CHECK_CALL = re.compile(r"\bcheck_(?:value|tensor|type|true)\s*\(")
+
+
+def _innermost(tb):
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
+
+
+def _record_stub(shell, tb) -> None:
+    """Remember that the cell now running is an exercise's answer cell still raising its stub."""
+    code = _innermost(tb).tb_frame.f_code
+    if code.co_name != "<module>" or shell is None:
+        return
+    marks = (EXERCISE_MARK.match(text) for text in linecache.getlines(code.co_filename))
+    number = next((m.group(1) for m in marks if m), None)
+    if number is not None:
+        _STUBS_RUN[shell.execution_count] = number
+
+
+def not_defined_line(shell, value, tb) -> str | None:
+    """The one-line message for a check cell that reads a name its exercise's answer has not
+    defined (the answer cell still raises its stub, or was never run), or None when the
+    NameError came from anywhere else (a student's own code keeps its traceback)."""
+    name = getattr(value, "name", None)
+    code = _innermost(tb).tb_frame.f_code
+    if name is None or code.co_name != "<module>":
+        return None
+    if not CHECK_CALL.search("".join(linecache.getlines(code.co_filename))):
+        return None
+    number = _STUBS_RUN.get(shell.execution_count - 1) if shell is not None else None
+    if number is not None:
+        return (
+            f"\u274c Exercise {number} is not done yet: its answer cell still raises "
+            f"NotImplementedError, so {name} is not defined"
+        )
+    return (
+        f"\u274c {name} is not defined: this exercise is not done yet, or a cell above (the "
+        "setup cell, the answer cell) has not been run"
+    )
+
+
 def _show_not_done(shell, etype, value, tb, tb_offset=None):
-    """IPython's handler for NotImplementedError: one line for a stub, else the usual
-    traceback. The cell still fails (an error output), so a grader scores it 0."""
-    line = not_done_line(tb) if not value.args else None
+    """IPython's handler for NotImplementedError and NameError: one line for a stub (and for a
+    check reading a name the stub never defined), else the usual traceback. The cell still
+    fails (an error output), so a grader scores it 0."""
+    if issubclass(etype, NameError):
+        line = not_defined_line(shell, value, tb)
+    else:
+        line = not_done_line(tb) if not value.args else None
+        if line is not None:
+            _record_stub(shell, tb)
     if line is None:
         stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
     else:
@@ -313,7 +365,7 @@ def _install_not_done_handler() -> None:
         return
     shell = get_ipython()
     if shell is not None and hasattr(shell, "set_custom_exc"):
-        shell.set_custom_exc((NotImplementedError,), _show_not_done)
+        shell.set_custom_exc((NotImplementedError, NameError), _show_not_done)
 
 
 _install_not_done_handler()

@@ -18,6 +18,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from .kernel_env import policy_line
+
 DISTRIBUTION = "course-utils"
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 FIXES = {
@@ -92,9 +94,8 @@ def torch_report() -> int:
     cuda = torch.version.cuda or "none (CPU-only build)"
     print(f"torch:   {torch.__version__}, CUDA build: {cuda}")
     omp = os.environ.get("OMP_NUM_THREADS", "unset")
-    wait = os.environ.get("OMP_WAIT_POLICY", "unset")
-    print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp}, "
-          f"OMP_WAIT_POLICY={wait}; PASSIVE shares the cores but slows small steps)")  # fmt: skip
+    print(f"threads: torch uses {torch.get_num_threads()} (OMP_NUM_THREADS={omp})")
+    print(policy_line())
     try:
         device = pick_device()
     except ValueError as exc:
@@ -206,7 +207,8 @@ def main(args=None) -> int:
     print(f"python:  {sys.version.split()[0]} at {sys.executable}")
     print(f"system:  {platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores")
     failures = torch_report()
-    for extra, group in requirements().items():
+    groups = requirements()
+    for extra, group in groups.items():
         print(f"packages ({ROLES.get(extra, extra)}):")
         for requirement in group:
             problem = check(requirement)
@@ -217,8 +219,28 @@ def main(args=None) -> int:
         missing = [r for r in group if extra and check(r) is not None]
         if missing:
             print(f"  (only needed {ROLES.get(extra, extra)}: {FIXES.get(extra, '')})")
-    print("outside Python (needed by instructors and the test suite only):")
-    for line in preflight_lines():
-        print(f"  {line}")
-    print("all good" if not failures else f"{failures} problem(s) found: apply the FIX lines above")
+    instructor_problems = outside_python(groups)
+    if failures:
+        print(f"{failures} problem(s) found: apply the FIX lines above")
+    elif instructor_problems:
+        print("ready for the course; for instructors: the grading sandbox does not run (above)")
+    else:
+        print("all good")
     return 1 if failures else 0
+
+
+def outside_python(groups: dict[str, list[str]]) -> int:
+    """Report the sandbox, user namespaces and the browser where the instructor tools are
+    installed (they serve grading and the test suite only); a student's environment says they
+    are not checked. The number of instructors' problems found (a sandbox that does not run)."""
+    if any(check(r) is not None for r in groups.get("instructor", [])):
+        print(
+            "outside Python: not checked (the grading sandbox and the test suite's needs are "
+            f"for instructors: {FIXES['instructor']})"
+        )
+        return 0
+    print("outside Python (for grading and the test suite):")
+    lines = preflight_lines()
+    for line in lines:
+        print(f"  {line}")
+    return sum(line.startswith("sandbox: NOT WORKING") for line in lines)

@@ -52,10 +52,12 @@ RUN_ALL_TAG = "raises-exception"
 
 
 def tag_exercises(nb) -> None:
-    """Tag every answer and check cell of a lab so that Run All reaches every exercise."""
+    """Tag every code cell from the first answer cell on (answers, checks, and the cells between
+    or after them that call an answer) so that Run All reaches every exercise."""
+    started = False
     for cell in nb.cells:
-        grader = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (grader.get("solution") or grader.get("grade")):
+        started = started or bool(cell.metadata.get("nbgrader", {}).get("solution"))
+        if cell.cell_type == "code" and started:
             tags = cell.metadata.setdefault("tags", [])
             if RUN_ALL_TAG not in tags:
                 tags.append(RUN_ALL_TAG)

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import kernel_env
+
 FOLDERS = ("notebooks", "labs")  # what a student gets: the lessons and the labs
 FIRST_LESSON = "notebooks/01_tokens_and_embeddings.ipynb"
 DEFAULT_DIR = Path("gpt-course")
@@ -58,9 +60,13 @@ def copy_course(dest: Path, source: Path | None = None) -> tuple[list[Path], lis
 
 def lab_command(dest: Path, browser: bool = True) -> list[str]:
     """JupyterLab serving the whole of ``dest`` (lessons and labs) with the course's settings,
-    opened at lesson 01; as root (a container) it needs ``--allow-root``."""
+    opened at lesson 01: the browser it opens (the file argument) and the URL it prints first
+    (which a student copies where no browser opened) both go to lesson 01, not the Launcher
+    (``custom_display_url`` with a path alone changes the printed path only, token kept); as
+    root (a container) it needs ``--allow-root``."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={dest}"]
     command += [f"--LabApp.app_settings_dir={SETTINGS_DIR}"]
+    command += [f"--ServerApp.custom_display_url=/lab/tree/{FIRST_LESSON}"]
     command += [] if browser else ["--no-browser"]
     command += ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     return [*command, str(dest / FIRST_LESSON)]
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         copied, kept = copy_course(dest)
         print(f"gpt-course: {len(copied)} notebooks copied into {dest}" + (
             f", {len(kept)} of yours kept as they are" if kept else ""))  # fmt: skip
+    print(f"gpt-course: {kernel_env.ensure()}")
     if args.copy_only:
         return 0
     return subprocess.call(lab_command(dest, browser=not args.no_browser))

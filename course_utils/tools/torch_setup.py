@@ -62,7 +62,8 @@ def index_reachable(url: str = CPU_INDEX, timeout: float = PROBE_SECONDS) -> boo
 
 
 def pip_install(requirement: str, *extra: str) -> int:
-    return subprocess.call([sys.executable, "-m", "pip", "install", requirement, *extra])
+    quiet = ["-q", "--disable-pip-version-check"]  # its warnings and errors still show
+    return subprocess.call([sys.executable, "-m", "pip", "install", *quiet, requirement, *extra])
 
 
 def main() -> int:
