@@ -184,5 +184,7 @@ def test_a_students_doctor_does_not_check_the_instructors_sandbox_and_says_all_g
     status, out = _doctor_report(monkeypatch, capsys, instructor=True, sandbox=broken)
     assert status == 0 and broken in out and "all good" not in out, out
     assert out.rstrip().endswith("the grading sandbox does not run (above)")
-    status, out = _doctor_report(monkeypatch, capsys, instructor=True, sandbox="sandbox: bwrap runs")
+    status, out = _doctor_report(
+        monkeypatch, capsys, instructor=True, sandbox="sandbox: bwrap runs"
+    )
     assert out.rstrip().endswith("\nall good"), out
