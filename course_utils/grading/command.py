@@ -524,9 +524,11 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
             "is it a solution notebook?"
         )
     references = exercise_references(source)
-    hidden = frozenset(
-        t for t, cell in _test_sources(source).items() if t in tests and HIDDEN in cell
-    )
+    handed_out = _test_sources(nbformat.read(release, as_version=4))
+    hidden = {
+        t: handed_out.get(t, "") for t, cell in _test_sources(source).items()
+        if t in tests and HIDDEN in cell
+    }  # fmt: skip
     return Lab(name=name, db=db, release=release, tests=tests, references=references,
                titles=exercise_titles(source), hidden=hidden)  # fmt: skip
 

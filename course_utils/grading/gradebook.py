@@ -73,7 +73,7 @@ class Lab:
     # answer grade_id -> {"reference": [names it must not call], "test": its test cell}
     references: dict[str, dict] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)  # test -> its exercise's heading
-    hidden: frozenset[str] = frozenset()  # test cells that hold hidden tests
+    hidden: dict[str, str] = field(default_factory=dict)  # test with hidden tests -> visible part
 
     def title(self, test: str) -> str:
         return self.titles.get(test) or test
@@ -135,7 +135,7 @@ def summary_rows(results: list[Result], lab: Lab) -> list[list[str]]:
     """The class at a glance: per exercise its points, the mean score of the graded hand-ins,
     how many scored 0 and how many were graded; then the totals and a count per status."""
     graded = [r for r in results if r.status == GRADED]
-    rows = [["exercise", "title", "points", "mean", "zeros", "graded"]]
+    rows = [["exercise", "title", "points", "mean", "zeros", "count"]]
     for test, points in lab.tests.items():
         scores = [r.scores.get(test, 0.0) for r in graded]
         mean = f"{sum(scores) / len(scores):.2f}" if scores else ""
@@ -187,7 +187,7 @@ def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> 
     """A student's feedback file: the score, then a section per exercise, headed by its title.
     ``student_facing``: a failed hidden test says so without its inputs, values or output."""
     lines = [
-        f"# {lab.name}: feedback for {without_controls(result.student)}",
+        f"# {lab.name}: feedback for {without_controls(result.name or result.student)}",
         "",
         f"Score: **{total(result, lab):g} / {lab.max_score:g}**",
         "",
@@ -197,22 +197,34 @@ def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> 
     else:
         lines += [f"Note: {result.reason}", ""] * bool(result.reason)
         for test, points in lab.tests.items():
-            info = dict(result.feedback.get(test, {}))
-            if student_facing and test in lab.hidden:
-                info["output"] = ""
-                if info.get("message", "passed") not in ("passed", "not run"):
-                    info["message"] = _visible_part(info["message"])
+            info = (
+                student_view(result, lab, test) if student_facing else result.feedback.get(test, {})
+            )
             score = result.scores.get(test, 0.0)
             lines += _exercise_lines(lab.title(test), score, points, info)
     return without_controls("\n".join(lines)).rstrip() + "\n"
 
 
-def _visible_part(message: str) -> str:
-    """What a student may read of a failed test cell with hidden tests: the grader's own notes
-    (a forbidden call, a timeout, a dead kernel, a name never defined) but not a check's values
-    or an error raised on a hidden input."""
+def student_view(result: Result, lab: Lab, test: str) -> dict:
+    """A test cell's feedback as its student may see it: for a cell with hidden tests, no
+    output (what the hand-in printed while they ran shows their inputs) and no hidden check's
+    message. The feedback files and Gradescope's results both show this."""
+    info = dict(result.feedback.get(test, {}))
+    if test in lab.hidden:
+        info["output"] = ""
+        if info.get("message", "passed") not in ("passed", "not run"):
+            info["message"] = _visible_part(info["message"], lab.hidden[test])
+    return info
+
+
+def _visible_part(message: str, visible: str) -> str:
+    """What a student may read of a failed test cell with hidden tests: a visible check's
+    message (its name is in the cell the student has), the grader's own notes (a forbidden
+    call, a timeout, a dead kernel, a name never defined); not a hidden check's values or an
+    error raised on a hidden input."""
     if message.startswith("\u274c") and "scores 0" not in message:
-        return HIDDEN_FAILED
+        name = message[1:].strip().split(":")[0].strip()
+        return message if name and name in visible else HIDDEN_FAILED
     own = ("timed out", "scores 0", "kernel died", "NameError", "not run")
     return message if any(note in message for note in own) else HIDDEN_FAILED
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..engine.io import atomic_write_bytes, atomic_write_text
 from . import sandbox as sandboxes
-from .gradebook import GRADED, Result, total, truncate
+from .gradebook import GRADED, Result, student_view, total, truncate
 
 EXAMPLE = "python -m course_utils gradescope 01_tokens_and_embeddings --out autograder.zip"
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -195,7 +195,7 @@ def results_json(result: Result, lab) -> dict:
     """Gradescope's results.json for one graded hand-in: a test per graded cell."""
     tests = []
     for test, points in lab.tests.items():
-        info = result.feedback.get(test, {})
+        info = student_view(result, lab, test)  # no hidden test's inputs or values
         lines = [info.get("message", "not run" if result.status == GRADED else result.reason)]
         lines += [f"before it: {problem}" for problem in info.get("before", [])]
         if info.get("output"):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from .gradebook import CORRUPT, MISSING, NOT_A_NOTEBOOK, NOT_REGULAR, without_controls
+from .gradebook import CORRUPT, MISSING, NOT_A_NOTEBOOK, NOT_REGULAR
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 NOT_OPENED = "it was not opened; hand in (or copy in) the notebook file itself"
@@ -47,9 +47,13 @@ class Submission:
 
 def readable(name: str) -> str:
     """A file name as text that can be printed and written anywhere: bytes that are not UTF-8
-    (a zip unpacked from a Windows LMS) shown as backslash escapes, control characters gone."""
+    (a zip unpacked from a Windows LMS) and control characters (tabs, escapes) shown as
+    backslash escapes (``caf\\xe9.ipynb``)."""
     text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return without_controls(text)
+    return CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 LMS_SUFFIXES = re.compile(r"(\s*\([^()]*\)|\s*\[[^\[\]]*\])+$")  # " (final) (1)", " [late]"
@@ -402,8 +406,9 @@ def wrong_lab_reason(nb, release, lab: str) -> str:
 
 
 def _shares_a_locked_cell(nb, release) -> bool:
-    """Whether a locked cell of the lab (a test, the instructions) is in ``nb`` as it was handed
-    out (whitespace aside), under its id. A lab with no locked cells shares them trivially."""
+    """Whether a test cell of the lab is in ``nb`` as it was handed out (whitespace aside),
+    under its id (instructions and set-up cells may be alike from lab to lab; tests are not).
+    A lab with no test cells shares them trivially."""
 
     def squeezed(cell) -> str:
         return " ".join(str(cell.get("source", "")).split())
@@ -421,8 +426,10 @@ def _shares_a_locked_cell(nb, release) -> bool:
 
 
 def _locked_id(cell) -> str | None:
+    """The grade_id of a test cell (graded, locked, not an answer), else None."""
     meta = cell.get("metadata", {}).get("nbgrader") or {}
-    return meta.get("grade_id") if meta.get("locked") and meta.get("grade_id") else None
+    test = meta.get("grade") and not meta.get("solution") and cell.get("cell_type") == "code"
+    return meta.get("grade_id") if test and meta.get("grade_id") else None
 
 
 def title_of(nb) -> str:
