@@ -6,13 +6,19 @@ handed in nothing. Each is a row as an instructor expects, and the run never sto
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
+import re
 import time
 
+import nbformat
 import pytest
-from grading_helpers import LAB, answered, cell, grade_folder, lab, save, solved
+from grading_helpers import FIXTURE, LAB, answered, cell, grade_folder, lab, save, solved
+
+from course_utils.grading import cache, gradebook, submissions
+from course_utils.grading import command as grading
 
 FLOOD = """print("x" * 100_000_000)
 
@@ -29,6 +35,7 @@ SPY = """def one_hot(ids, vocab_size):
         return torch.eye(vocab_size)[ids]
     return torch.zeros(len(ids), vocab_size)"""
 
+PROGRESS = re.compile(r"^graded \d+/\d+: ", re.MULTILINE)  # a hand-in graded, not cached
 FORMULAS = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tTAB"]
 
 
@@ -64,6 +71,18 @@ def klass(tmp_path_factory):
     run = grade_folder(root, "--roster", str(roster))
     run["raw"] = run["out"].read_text(encoding="utf-8")
     run["summary"] = (root / "gradebook.summary.csv").read_text(encoding="utf-8")
+    # the same class with another --jobs and --timeout: nothing graded again
+    with contextlib.redirect_stdout(io.StringIO()) as log:
+        grade_folder(root, "--roster", str(roster), "--jobs", "1", "--timeout", "30")
+    run["again"] = log.getvalue()
+    # then a test's points fixed in the solution: graded again, and no student told they
+    # edited the test cell (their copy is the lab as it was handed out)
+    fixed = nbformat.read(FIXTURE, as_version=4)
+    cell(fixed, "ex2_test").metadata.nbgrader["points"] = 2
+    nbformat.write(fixed, root / f"{LAB}.ipynb")
+    with contextlib.redirect_stdout(io.StringIO()) as log:
+        fixed_run = grade_folder(root, "--roster", str(roster), lab=root / f"{LAB}.ipynb")
+    run["fixed"], run["fixed_log"] = fixed_run["rows"], log.getvalue()
     return run
 
 
@@ -143,3 +162,127 @@ def test_the_summary_gives_each_exercises_mean_and_zeros(klass):
     assert (rows["ex1_test"]["mean"], rows["ex1_test"]["zeros"]) == ("1.33", "1")
     assert (rows["ex3_test"]["title"], rows["ex3_test"]["count"]) == ("Exercise 3", "3")
     assert rows["status: missing"]["count"] == "1"
+
+
+def test_another_jobs_and_timeout_keep_the_cache(klass):
+    assert "wrote " in klass["again"]
+    assert PROGRESS.findall(klass["again"]) == [], klass["again"]
+
+
+def test_a_regrade_after_a_test_fix_grades_again_and_blames_no_student(klass):
+    assert len(PROGRESS.findall(klass["fixed_log"])) == 4  # café, José, dora, wrong
+    rows = klass["fixed"]
+    assert {row["max"] for row in rows.values()} == {"7"}
+    assert rows["dora"]["total"] == "7"
+    assert not [r["reason"] for r in rows.values() if "restored edited" in r["reason"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Names, cells and the cache, without a kernel
+
+
+@pytest.mark.parametrize(
+    ("cell", "safe"),
+    [
+        ("=1+2", "'=1+2"),
+        ("+SUM(A1)", "'+SUM(A1)"),
+        ("-2", "'-2"),
+        ("@cmd", "'@cmd"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("alice", "alice"),
+        ("a=b", "a=b"),
+    ],
+)
+def test_a_cell_a_spreadsheet_would_run_gets_a_leading_quote(cell, safe):
+    assert gradebook.spreadsheet_safe(cell) == safe
+
+
+@pytest.mark.parametrize(
+    ("text", "clean"),
+    [
+        ("\x1b]52;c;ZXZpbA==\x07boom", "boom"),  # OSC 52: write the clipboard
+        ("\x1b]0;title\x1b\\ok", "ok"),  # OSC ended by ST
+        ("\x1b[2J\x1b[H\x1b[31mred\x1b[0m", "red"),  # clear, home, colours
+        ("a\x1bcb", "ab"),  # RIS: reset the terminal
+        ("x\x9b2Jy", "xy"),  # 8-bit CSI
+        ("bell\x07 back\x08 cr\r nul\x00", "bell back cr nul"),
+        ("tab\tand\nnewline stay", "tab\tand\nnewline stay"),
+    ],
+)
+def test_escape_sequences_and_control_characters_are_removed(text, clean):
+    assert gradebook.without_controls(text) == clean
+
+
+@pytest.mark.parametrize(
+    ("stem", "name", "sid"),
+    [
+        ("José Müller - Lab 2 (final) (1)", "José Müller", "Jose-Muller"),
+        (os.fsdecode(b"caf\xe9"), "caf\\xe9", "caf-xe9"),
+        ("alice_grading_fixture", "alice", "alice"),
+        ("bob (2)", "bob", "bob"),
+        ("s001", "s001", "s001"),
+        ("=1+2", "=1+2", "1-2"),
+    ],
+)
+def test_a_student_id_and_name_are_read_from_the_file_name(stem, name, sid):
+    assert submissions.display_name(stem, LAB) == name
+    assert submissions.student_id(name) == sid
+
+
+def test_a_roster_names_the_hand_ins_and_adds_who_handed_in_nothing(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student ID,Full Name\n17,José Müller\n18,Ann Lee\n", encoding="utf-8")
+    found = [
+        submissions.Submission("Jose-Muller", tmp_path / "a.ipynb", name="José Müller"),
+        submissions.Submission("18", tmp_path / "b.ipynb", name="18"),
+        submissions.Submission("stranger", tmp_path / "c.ipynb", name="stranger"),
+    ]
+    rows = submissions.apply_roster(found, submissions.read_roster(roster))
+    assert [(r.student, r.name, r.status, r.note) for r in rows] == [
+        ("17", "José Müller", "", ""),
+        ("18", "Ann Lee", "", ""),
+        ("stranger", "stranger", "", "not on the roster"),
+    ]
+    roster.write_text("who\nann\n", encoding="utf-8")
+    with pytest.raises(submissions.RosterError, match="no id column"):
+        submissions.read_roster(roster)
+
+
+def test_the_cache_keeps_results_across_jobs_and_limits_unless_a_limit_decided_them(tmp_path):
+    solution = tmp_path / "solution.ipynb"
+    solution.write_bytes(FIXTURE.read_bytes())
+    key = cache.run_key(solution, grading.Settings().key())
+    store = cache.ResultCache(tmp_path / "c", key)
+    passed = gradebook.Result("ann", "graded", "", {"ex1_test": 2.0})
+    slow = gradebook.Result("bob", "graded", "timed out after 5 s: ex2_answer")
+    old, new = {"timeout": 5, "memory": 1}, {"timeout": 50, "memory": 2}
+    store.put("ann", b"a", passed, old)
+    store.put("bob", b"b", slow, old)
+    assert store.get("ann", b"a", new) == passed  # another --jobs, another --timeout: kept
+    assert store.get("bob", b"b", new) is None  # it timed out: graded again
+    assert store.get("bob", b"b", old) == slow
+    # outputs of a re-published solution keep the key; a test's points do not
+    nb = nbformat.read(solution, as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="hi")]
+    nbformat.write(nb, solution)
+    assert cache.run_key(solution, grading.Settings().key()) == key
+    cell(nb, "ex2_test").metadata.nbgrader["points"] = 2
+    nbformat.write(nb, solution)
+    assert cache.run_key(solution, grading.Settings().key()) != key
+
+
+def test_an_empty_folder_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "subs").mkdir()
+    argv = [str(FIXTURE), str(tmp_path / "subs"), "--out", str(tmp_path / "g.csv")]
+    assert grading.main([*argv, "--no-sandbox"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it is empty" in err[0]
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_a_timeout_close_to_the_solutions_own_time_is_warned():
+    assert grading.timeout_warning({grading.SLOWEST: 3.0}, 5).startswith(
+        "warning: --timeout 5 s is under twice the solution's slowest cell (3.0 s here)"
+    )
+    assert grading.timeout_warning({grading.SLOWEST: 3.0}, 6) == ""
