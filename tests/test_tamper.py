@@ -240,7 +240,7 @@ def lab10(tmp_path_factory):
     subs.joinpath("linked.ipynb").symlink_to(LAB10)
     out, feedback = subs.parent / "gradebook.csv", subs.parent / "feedback"
     argv = [LAB10.stem, str(subs), "--out", str(out), "--feedback", str(feedback)]
-    assert grading.main([*argv, "--jobs", "2", "--forbid-reference"]) == 0
+    assert grading.main([*argv, "--jobs", "2"]) == 0  # forbidden calls score 0 by default
     rows = {row["student"]: row for row in csv.DictReader(out.open(encoding="utf-8"))}
     return {"rows": rows, "feedback": feedback}
 
@@ -259,16 +259,17 @@ def test_a_rebound_reference_does_not_pass_lab_10s_schedule(lab10):
     zeros = {"ex2-check": 0.0, "ex5-check": 0.0}
     assert (row["status"], lab10_points(row)) == ("graded", {**FULL10, **zeros})
     text = (lab10["feedback"] / "rebound_reference.md").read_text(encoding="utf-8")
-    assert "## ex2-check: 0 / 2\n\n\u274c lr_schedule over 200 steps" in text
-    assert "values off" in text.split("## ex2-check")[1].split("##")[0]
+    ex2 = "## Exercise 2: warmup + cosine: 0 / 2\n\n\u274c lr_schedule over 200 steps"
+    assert ex2 in text  # a visible check's message: the student may read it
+    assert "values off" in text.split("## Exercise 2")[1].split("##")[0]
 
 
-def test_calling_lr_at_is_reported_and_scores_0_with_forbid_reference(lab10):
+def test_calling_lr_at_is_reported_and_scores_0_by_default(lab10):
     row = lab10["rows"]["calls_reference"]
     assert lab10_points(row) == {**FULL10, "ex2-check": 0.0}
     assert row["reason"] == "ex2-answer calls lr_at, which the exercise asks you to write yourself"
     text = (lab10["feedback"] / "calls_reference.md").read_text(encoding="utf-8")
-    assert f"\u274c {row['reason']}: this exercise scores 0 (--forbid-reference)" in text
+    assert f"\u274c {row['reason']}: the exercise asks you to write it, so it scores 0" in text
 
 
 def test_a_blank_lab_with_forged_checks_and_a_link_to_the_key_score_0(lab10):
