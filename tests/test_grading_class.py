@@ -286,3 +286,29 @@ def test_a_timeout_close_to_the_solutions_own_time_is_warned():
         "warning: --timeout 5 s is under twice the solution's slowest cell (3.0 s here)"
     )
     assert grading.timeout_warning({grading.SLOWEST: 3.0}, 6) == ""
+
+
+def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
+    lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", {"ex1_test": 2.0})
+    out = tmp_path / "gradebook.csv"
+    before = [
+        gradebook.Result("=ann", "graded", "", {"ex1_test": 2.0}, name="=ann", file="=ann.ipynb"),
+        gradebook.Result("bob", "graded", "timed out", {"ex1_test": 0.0}, name="Bob"),
+    ]
+    gradebook.write_gradebook(before, lab_, out)
+    again = gradebook.Result("bob", "graded", "", {"ex1_test": 2.0}, name="Bob", file="bob.ipynb")
+    rows = grading.merged([again], out)
+    gradebook.write_gradebook(rows, lab_, out)
+    assert out.read_text(encoding="utf-8").splitlines() == [
+        "student,name,file,ex1_test,total,max,status,reason",
+        "'=ann,'=ann,'=ann.ipynb,2,2,2,graded,",  # read back and written again, escaped once
+        "bob,Bob,bob.ipynb,2,2,2,graded,",
+    ]
+
+
+def test_a_file_for_submissions_is_graded_as_one_students_hand_in(tmp_path):
+    subs = tmp_path / "subs"
+    save(lab(), subs / "ann.ipynb")
+    save(lab(), subs / "bob.ipynb")
+    (only,) = submissions.find_submissions(subs, LAB, only=subs / "bob.ipynb")
+    assert (only.student, only.file) == ("bob", "bob.ipynb")
