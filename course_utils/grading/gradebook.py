@@ -222,6 +222,8 @@ def _visible_part(message: str, visible: str) -> str:
     message (its name is in the cell the student has), the grader's own notes (a forbidden
     call, a timeout, a dead kernel, a name never defined); not a hidden check's values or an
     error raised on a hidden input."""
+    if "is not done yet" in message:  # the lab's own stub: nothing of a test in it
+        return message
     if message.startswith("\u274c") and "scores 0" not in message:
         shown = any(p.match(message[1:].strip()) for p in visible_check_names(visible))
         return message if shown else HIDDEN_FAILED
