@@ -24,6 +24,7 @@ FLOOD = """print("x" * 100_000_000)
 
 
 def count_tokens(text):
+    print("y" * 100_000_000)  # in the test cell, whose output the feedback shows
     return len(text.split())"""
 
 ESCAPES = """def count_tokens(text):
@@ -108,6 +109,7 @@ def test_a_name_that_is_not_utf8_is_shown_with_escapes_and_graded(klass):
 def test_a_100_mb_print_is_cut_and_the_solved_lab_keeps_its_marks(klass):
     row = klass["rows"]["caf-xe9"]
     assert (row["total"], row["max"]) == ("6", "6"), row["reason"]
+    assert "[the grader cut this output: 99,000,000 more characters]" in feedback(klass, "caf-xe9")
 
 
 def test_no_gradebook_cell_is_a_formula(klass):

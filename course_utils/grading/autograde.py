@@ -62,24 +62,37 @@ MAX_WRITE_CHARS = 1_000_000  # one print's text that reaches the grader; more is
 # Run in each graded kernel before the hand-in: its stdout and stderr cut every write to
 # MAX_WRITE_CHARS and send what piles up once that much is pending. ipykernel sends a cell's
 # output as one message, and a message over MAX_MESSAGE_BYTES disconnects the kernel: without
-# this, print("x" * 100_000_000) in a solved lab "killed the kernel" and cost every mark.
+# this, print("x" * 100_000_000) in a solved lab "killed the kernel" and cost every mark. The
+# streams' class is swapped for a subclass whose ``write`` is a data descriptor: IPython sets
+# ``stream.write`` around each cell (its output history), which would shadow a plain method.
 OUTPUT_CAP = f"""
 def _grader_caps_output(limit={MAX_WRITE_CHARS}):
     import sys
-    for stream in (sys.stdout, sys.stderr):
-        def capped(text, write=stream.write, flush=stream.flush, pending=[0]):
+
+    def capped(base):
+        def write(self, text):
             size = len(text) if isinstance(text, str) else 0
             if size > limit:
-                cut = size - limit
-                note = f"[the grader cut this output: {{cut:,}} more characters]"
+                note = f"[the grader cut this output: {{size - limit:,}} more characters]"
                 text = text[:limit] + "\\n" + note + "\\n"
-            written = write(text)
-            pending[0] += min(size, limit)
-            if pending[0] > limit:
-                pending[0] = 0
-                flush()
+            written = base.write(self, text)
+            self._grader_pending = getattr(self, "_grader_pending", 0) + min(size, limit)
+            if self._grader_pending > limit:
+                self._grader_pending = 0
+                self.flush()
             return size if written is not None else written
-        stream.write = capped
+
+        class Capped(base):
+            # a data descriptor: IPython's per-cell `stream.write = ...` cannot shadow it
+            write = property(lambda self: write.__get__(self), lambda self, value: None)
+
+        Capped.__name__, Capped.__qualname__ = base.__name__, base.__qualname__
+        return Capped
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.__class__ = capped(type(stream))
+
+
 _grader_caps_output()
 del _grader_caps_output
 """
