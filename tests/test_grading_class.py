@@ -54,7 +54,7 @@ def klass(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     subs = root / "submissions"
     subs.mkdir()
-    save(solved(answered(lab(), ex1_answer=FLOOD)), subs / "cafe.ipynb")
+    save(answered(solved(lab()), ex1_answer=FLOOD), subs / "cafe.ipynb")
     os.rename(subs / "cafe.ipynb", os.fsencode(subs) + b"/caf\xe9.ipynb")  # as a zip unpacks
     jose = answered(solved(lab()), ex1_answer=ESCAPES, ex3_answer=SPY)
     save(jose, subs / "José Müller - Lab 2 (final) (1).ipynb")
@@ -72,6 +72,10 @@ def klass(tmp_path_factory):
     run = grade_folder(root, "--roster", str(roster))
     run["raw"] = run["out"].read_text(encoding="utf-8")
     run["summary"] = (root / "gradebook.summary.csv").read_text(encoding="utf-8")
+    run["texts"] = {  # before the runs below write theirs
+        (p.parent.name, p.stem): p.read_text(encoding="utf-8")
+        for p in root.glob("feedback*/*.md")
+    }  # fmt: skip
     # the same class with another --jobs and --timeout: nothing graded again
     with contextlib.redirect_stdout(io.StringIO()) as log:
         grade_folder(root, "--roster", str(roster), "--jobs", "1", "--timeout", "30")
@@ -88,8 +92,7 @@ def klass(tmp_path_factory):
 
 
 def feedback(run, name, instructor=False):
-    folder = run["feedback"].with_name("feedback.instructor") if instructor else run["feedback"]
-    return (folder / f"{name}.md").read_text(encoding="utf-8")
+    return run["texts"][("feedback.instructor" if instructor else "feedback", name)]
 
 
 def test_every_hand_in_and_every_student_on_the_roster_is_a_row(klass):
