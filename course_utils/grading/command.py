@@ -351,8 +351,8 @@ def grade(
                 f"no hand-ins in {readable(str(submissions))}: it is empty; collect the "
                 "notebooks into it as <student>.ipynb or <student>/<lab>.ipynb"
             )
-        if roster and not only:
-            found = apply_roster(found, roster)
+        if roster:  # one file re-graded: named by the roster, the others' rows kept as they are
+            found = [s for s in apply_roster(found, roster) if s.file or not only]
         store = ResultCache(cache, run_key(solution, settings.key())) if cache else None
         results, todo = [], []
         for i, sub in enumerate(found):
