@@ -1,4 +1,4 @@
-"""A class of 200 hand-ins (full, partial, blank, wrong and broken ones, made from lab 01's
+"""A class of 48 hand-ins (full, partial, blank, wrong and broken ones, made from lab 01's
 solution and student version) graded with --jobs 2; the grader is killed with SIGKILL a third of
 the way through, and the same command, run again, grades only what was not finished and writes
 the gradebook an uninterrupted run would, byte for byte."""
@@ -22,8 +22,8 @@ from grading_helpers import require_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = "01_tokens_and_embeddings"
-CLASS_SIZE = 200
-KILL_AFTER = 60  # results in the cache when the grader is killed
+CLASS_SIZE = 48  # enough for a kill a third of the way through and a resume
+KILL_AFTER = 16  # results in the cache when the grader is killed
 TESTS = ["ex1-check", "ex2-check", "ex3-check", "ex4-check"]
 SCORES = {  # per kind of hand-in (see benchmarks/grading.py)
     "full": [2, 2, 2, 2],
@@ -47,7 +47,7 @@ def load_benchmark(name):
 
 def graded_students(log: str) -> list[str]:
     """The hand-ins a run graded (cached ones are not printed)."""
-    return re.findall(r"^(s\d{3}): ", log, re.MULTILINE)
+    return re.findall(r"^graded \d+/\d+: (s\d{3}): ", log, re.MULTILINE)
 
 
 def cached_results(cache: Path) -> int:
@@ -58,7 +58,7 @@ def expected_gradebook(kinds: dict[str, str], subs: Path) -> str:
     """The gradebook an uninterrupted run gives, written out from the kinds of hand-ins."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", *TESTS, "total", "max", "status", "reason"])
+    writer.writerow(["student", "name", "file", *TESTS, "total", "max", "status", "reason"])
     for student, kind in sorted(kinds.items()):
         if kind in SCORES:
             scores, status, reason = SCORES[kind], "graded", ""
@@ -72,7 +72,8 @@ def expected_gradebook(kinds: dict[str, str], subs: Path) -> str:
             scores, status = [0] * 4, "corrupt"
         else:
             scores, status, reason = [0] * 4, "wrong_lab", NO_LAB_CELLS
-        writer.writerow([student, *scores, sum(scores), 8, status, reason])
+        file = f"{student}.ipynb"
+        writer.writerow([student, student, file, *scores, sum(scores), 8, status, reason])
     return out.getvalue()
 
 

@@ -126,7 +126,7 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert settings == {
         "lab": "grading_fixture", "memory": "4G", "sandbox": True, "timeout": 20,
-        "total_timeout": 420, "forbid_reference": False,
+        "total_timeout": 420, "forbid_reference": True,
     }  # fmt: skip
     assert "apt-get install" in setup and "python3-venv" in setup
     assert "bubblewrap" not in setup.split("apt-get install")[1].splitlines()[0]  # the wheel's

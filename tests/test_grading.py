@@ -147,7 +147,7 @@ def run(tmp_path_factory):
 def test_the_gradebook_has_a_column_per_test_cell_and_a_row_per_student(run):
     assert run["code"] == 0
     header = run["out"].read_text().splitlines()[0]
-    assert header == "student,ex1_test,ex2_test,ex3_test,total,max,status,reason"
+    assert header == "student,name,file,ex1_test,ex2_test,ex3_test,total,max,status,reason"
     assert sorted(run["rows"]) == [
         "calls_reference", "corrupt", "empty", "essay", "exits", "killer", "linked", "messy",
         "notes", "other_lab", "partial", "solution", "tamper", "untouched", "wrong",
@@ -182,7 +182,7 @@ def test_wrong_answers_get_no_points_and_the_checks_message(run):
     row = run["rows"]["wrong"]
     assert points(row) == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
     text = feedback_of(run, "wrong")
-    assert "## ex1_test: 0 / 2\n\n\u274c count_tokens('a b c'): expected 3 got 5" in text
+    assert "## Exercise 1: 0 / 2\n\n\u274c count_tokens('a b c'): expected 3 got 5" in text
     assert "char_vocab('hello'): wrong length: expected 4 got 5" in text
     assert "one_hot([0, 2], 3): wrong shape: expected (2, 3) got (2,)" in text
 
@@ -206,7 +206,10 @@ def test_an_infinite_loop_times_out_and_the_run_goes_on(run):
 
 
 def test_a_huge_output_is_truncated_in_the_feedback(run):
-    text = feedback_of(run, "messy")
+    # ex3's test has hidden tests: what it printed is in the instructor's copy only
+    assert "debug line" not in feedback_of(run, "messy")
+    instructor = run["feedback"].with_name("feedback.instructor")
+    text = (instructor / "messy.md").read_text(encoding="utf-8")
     assert len(text) < 12_000
     assert "debug line 0\n" in text
     assert "debug line 39\n" in text and "debug line 40\n" not in text
@@ -260,11 +263,12 @@ def test_a_link_to_the_answer_key_scores_0_and_says_why(run):
     assert "Not graded (not_regular): linked.ipynb is a symbolic link" in text
 
 
-def test_an_answer_that_calls_the_reference_is_reported(run):
+def test_an_answer_that_calls_the_reference_scores_0_by_default(run):
     row = run["rows"]["calls_reference"]  # ex3 asks for one_hot without F.one_hot
     note = "ex3_answer calls one_hot, which the exercise asks you to write yourself"
-    assert (points(row), row["reason"]) == (TESTS, note)
-    assert f"## ex3_test: 3 / 3\n\npassed\n\n- before it: {note}\n" in feedback_of(
+    assert (points(row), row["reason"]) == ({**TESTS, "ex3_test": 0}, note)
+    message = f"\u274c {note}: the exercise asks you to write it, so it scores 0"
+    assert f"## Exercise 3: 0 / 3\n\n{message}\n\n- before it: {note}\n" in feedback_of(
         run, "calls_reference"
     )
 
@@ -283,11 +287,16 @@ def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
             row.reason == "ex3_answer calls one_hot, which the exercise asks you to write yourself"
         )
     assert row.feedback["ex3_test"]["message"] == (
-        f"\u274c {row.reason}: this exercise scores 0 (--forbid-reference)"
+        f"\u274c {row.reason}: the exercise asks you to write it, so it scores 0"
     )
-    assert grading.settings_from(grading.configure(argparse.ArgumentParser()).parse_args(
-        [LAB, str(FIXTURE.parent), "--out", "g.csv", "--no-sandbox", "--forbid-reference"]
-    )).forbid_reference  # fmt: skip
+    parser = grading.configure(argparse.ArgumentParser())
+    common = [LAB, str(FIXTURE.parent), "--out", "g.csv", "--no-sandbox"]
+    assert grading.settings_from(parser.parse_args(common)).forbid_reference  # the default
+    assert grading.settings_from(
+        parser.parse_args([*common, "--forbid-reference"])
+    ).forbid_reference
+    allow = parser.parse_args([*common, "--allow-reference"])
+    assert not grading.settings_from(allow).forbid_reference
 
 
 @pytest.mark.parametrize(
@@ -337,7 +346,7 @@ def test_feedback_has_a_file_per_student_with_points_and_messages(run):
     assert sorted(p.stem for p in run["feedback"].iterdir()) == sorted(run["rows"])
     text = feedback_of(run, "solution")
     assert text.startswith("# grading_fixture: feedback for solution\n\nScore: **6 / 6**\n")
-    assert "## ex3_test: 3 / 3\n\npassed\n" in text
+    assert "## Exercise 3: 3 / 3\n\npassed\n" in text
     assert "Not graded (corrupt): corrupt.ipynb is not valid JSON" in feedback_of(run, "corrupt")
 
 
@@ -409,10 +418,10 @@ def test_the_gradebook_is_sorted_and_the_same_bytes_whatever_the_order(tmp_path)
     text = (tmp_path / "a.csv").read_bytes()
     assert text == (tmp_path / "b.csv").read_bytes()
     assert text.decode().splitlines() == [
-        "student,ex1_test,ex2_test,ex3_test,total,max,status,reason",
-        "amy,0,0,0,0,6,corrupt,amy.ipynb is not valid JSON",
-        '"bo, jr",2,0,0,2,6,graded,note with a newline',
-        "zoe,2,0,1.5,3.5,6,graded,",
+        "student,name,file,ex1_test,ex2_test,ex3_test,total,max,status,reason",
+        "amy,amy,,0,0,0,0,6,corrupt,amy.ipynb is not valid JSON",
+        '"bo, jr","bo, jr",,2,0,0,2,6,graded,note with a newline',
+        "zoe,zoe,,2,0,1.5,3.5,6,graded,",
     ]
 
 

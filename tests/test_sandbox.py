@@ -181,7 +181,8 @@ FLOOD = """import torch
 
 
 def one_hot(ids, vocab_size):
-    print("x" * 3_000_000)
+    for _ in range(3):  # each print under the kernel's own cut (1,000,000 characters a write)
+        print("x" * 900_000)
     return torch.eye(vocab_size)[ids]"""
 
 
@@ -322,7 +323,9 @@ def test_a_read_only_map_of_3_gib_runs_under_a_2g_cap(sandboxed):
 
 def test_output_over_the_cap_is_cut_in_the_grader(sandboxed):
     assert points(sandboxed["rows"]["flood"]) == FULL
-    text = feedback_of(sandboxed, "flood")
+    # ex3's test has hidden tests: what it printed is in the instructor's copy only
+    instructor = sandboxed["feedback"].with_name("feedback.instructor")
+    text = (instructor / "flood.md").read_text(encoding="utf-8")
     assert "[the grader kept only the first 2,000,000 bytes of output]" in text
     assert len(text) < 12_000
 

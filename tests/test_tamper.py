@@ -5,6 +5,10 @@ points, the tampered ones score 0.
 """
 
 import csv
+import json
+import os
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -16,6 +20,7 @@ from grading_helpers import (
     points,
     require_sandbox,
     save,
+    solution,
     solved,
 )
 
@@ -75,14 +80,14 @@ fake.check_value = fake.check_tensor = fake.check_true = _always_pass
 fake.fresh_checks = lambda: fake
 sys.modules["course_utils.lessons.checks"] = fake
 check_value = check_tensor = _always_pass""",
-    # what the checks rely on: their failure function, math.isclose, Tensor.any
+    # what the checks rely on: their failure functions, math.isclose, Tensor.any
     "patch_internals": """import math
 
 import torch
 
 import course_utils.lessons.checks as checks
 
-checks._fail = lambda name, message: None
+checks._fail = checks._differ = lambda name, message: None
 math.isclose = lambda *args, **kwargs: True
 torch.Tensor.any = lambda self, *args, **kwargs: torch.tensor(False)""",
     # values that lie: equal to anything, a tensor that answers what it is asked
@@ -142,10 +147,14 @@ def _replay(name, got, expected, **options):
 checks.check_value = checks.check_tensor = _replay
 check_value = check_tensor = _replay
 checks.fresh_checks = lambda: checks""",
-    # the checks think they are in a student's notebook and compare in the kernel
+    # the checks think they are in a student's notebook and compare in the kernel, where the
+    # hand-in has made their failures return quietly
     "mode_off": """import os
 
-os.environ["COURSE_UTILS_CHECKS"] = \"\"""",
+import course_utils.lessons.checks as checks
+
+os.environ["COURSE_UTILS_CHECKS"] = \"\"
+checks._fail = checks._differ = lambda name, message: None""",
     # the answer reads the expected value off the test cell that calls it
     "peek_at_the_test": """import ast
 import inspect
@@ -157,15 +166,70 @@ def char_vocab(text):
     return ast.literal_eval(call.args[2])""",
 }
 HONEST_THEN_0 = {"ex1_test": 2.0, "ex2_test": 0.0, "ex3_test": 0.0}
+# The test cells each attack makes pass in a plain shell (its positive control). Exercise 3's
+# hidden test takes fresh checks, which only the attacks on fresh_checks itself (or on IPython)
+# reach; the others fool exercise 2's visible checks.
+FOOLS_BOTH = {"fake_module", "hide_errors", "neuter_tests", "patch_fresh_checks",
+              "patch_importlib", "replay_expected"}  # fmt: skip
+
+
+# A positive control: the hand-in, hidden tests and all, run cell by cell in a plain IPython shell
+# (the checks in a student's mode, no grader); prints the graded test cells that raised.
+PLAIN_SHELL = """import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance()
+failed = []
+for cell in json.load(open(sys.argv[1], encoding="utf-8"))["cells"]:
+    if cell["cell_type"] == "code":
+        result = shell.run_cell("".join(cell["source"]), silent=True)  # a str or a list
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
+        if grade_id.endswith("_test") and not result.success:
+            failed.append(grade_id)
+print("FAILED=" + json.dumps(failed))
+"""
+
+
+def fails_in_a_plain_shell(nb, folder) -> list[str]:
+    """The test cells of ``nb`` (the solution's, hidden tests included) that fail when it runs
+    in a plain IPython shell, with no grader."""
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / "hand_in.ipynb")
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_UTILS_CHECKS"}
+    done = subprocess.run(
+        [sys.executable, "-c", PLAIN_SHELL, str(folder / "hand_in.ipynb")],
+        capture_output=True, text=True, env=env, timeout=600, cwd=folder,
+    )  # fmt: skip
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("FAILED=")]
+    assert lines, done.stderr[-2000:]
+    return json.loads(lines[-1].removeprefix("FAILED="))
+
+
+def attacked(name: str, nb):
+    source = ATTACKS[name]
+    source = source if "def char_vocab" in source else source + WRONG_VOCAB
+    return answered(nb, ex2_answer=source, ex3_answer=WRONG_ONE_HOT)
+
+
+def test_without_an_attack_the_wrong_answers_fail_in_a_plain_shell(tmp_path):
+    wrong = answered(solution(), ex2_answer=WRONG_VOCAB, ex3_answer=WRONG_ONE_HOT)
+    assert fails_in_a_plain_shell(wrong, tmp_path) == ["ex2_test", "ex3_test"]
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_each_attack_fools_the_checks_without_the_grader(attack, tmp_path):
+    """The positive control: an attack the grader blocks must work where there is no grader,
+    or blocking it proves nothing."""
+    fooled = {"ex2_test", "ex3_test"} if attack in FOOLS_BOTH else {"ex2_test"}
+    failed = fails_in_a_plain_shell(attacked(attack, solution()), tmp_path)
+    assert not fooled & set(failed), failed
 
 
 @pytest.fixture(scope="module")
 def tampered(tmp_path_factory):
     root = tmp_path_factory.mktemp("tamper")
-    for name, attack in ATTACKS.items():
-        source = attack if "def char_vocab" in attack else attack + WRONG_VOCAB
-        nb = answered(solved(lab(), "ex1_answer"), ex2_answer=source, ex3_answer=WRONG_ONE_HOT)
-        save(nb, root / "submissions" / f"{name}.ipynb")
+    for name in ATTACKS:
+        save(attacked(name, solved(lab(), "ex1_answer")), root / "submissions" / f"{name}.ipynb")
     return grade_folder(root)
 
 
@@ -240,7 +304,7 @@ def lab10(tmp_path_factory):
     subs.joinpath("linked.ipynb").symlink_to(LAB10)
     out, feedback = subs.parent / "gradebook.csv", subs.parent / "feedback"
     argv = [LAB10.stem, str(subs), "--out", str(out), "--feedback", str(feedback)]
-    assert grading.main([*argv, "--jobs", "2", "--forbid-reference"]) == 0
+    assert grading.main([*argv, "--jobs", "2"]) == 0  # forbidden calls score 0 by default
     rows = {row["student"]: row for row in csv.DictReader(out.open(encoding="utf-8"))}
     return {"rows": rows, "feedback": feedback}
 
@@ -259,16 +323,17 @@ def test_a_rebound_reference_does_not_pass_lab_10s_schedule(lab10):
     zeros = {"ex2-check": 0.0, "ex5-check": 0.0}
     assert (row["status"], lab10_points(row)) == ("graded", {**FULL10, **zeros})
     text = (lab10["feedback"] / "rebound_reference.md").read_text(encoding="utf-8")
-    assert "## ex2-check: 0 / 2\n\n\u274c lr_schedule over 200 steps" in text
-    assert "values off" in text.split("## ex2-check")[1].split("##")[0]
+    ex2 = "## Exercise 2: warmup + cosine: 0 / 2\n\n\u274c lr_schedule over 200 steps"
+    assert ex2 in text  # a visible check's message: the student may read it
+    assert "values off" in text.split("## Exercise 2")[1].split("##")[0]
 
 
-def test_calling_lr_at_is_reported_and_scores_0_with_forbid_reference(lab10):
+def test_calling_lr_at_is_reported_and_scores_0_by_default(lab10):
     row = lab10["rows"]["calls_reference"]
     assert lab10_points(row) == {**FULL10, "ex2-check": 0.0}
     assert row["reason"] == "ex2-answer calls lr_at, which the exercise asks you to write yourself"
     text = (lab10["feedback"] / "calls_reference.md").read_text(encoding="utf-8")
-    assert f"\u274c {row['reason']}: this exercise scores 0 (--forbid-reference)" in text
+    assert f"\u274c {row['reason']}: the exercise asks you to write it, so it scores 0" in text
 
 
 def test_a_blank_lab_with_forged_checks_and_a_link_to_the_key_score_0(lab10):

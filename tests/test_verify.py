@@ -1,9 +1,13 @@
 """Checking a hand-in's values outside its kernel: what the checks record, how expected values
 are cut out of test cells, and how records are compared (no kernels here)."""
 
+import ast
 import json
 import math
+import re
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import torch
@@ -187,3 +191,85 @@ def test_a_reference_run_records_the_hint_and_a_hand_in_does_not(monkeypatch):
     monkeypatch.setenv(recording.MODE_ENV, recording.RECORD)
     checks.check_value("p", 3.0, ..., hint="no bias correction")
     assert [r.get("hint") for r in published] == ["no bias correction", None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hidden tests that test the answer
+
+SOLVED = sorted((Path(__file__).resolve().parents[1] / "solutions").glob("*.ipynb"))
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def _bound(tree) -> set[str]:
+    """Names a cell binds at its top level: functions, classes, assignments, imports."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _read(tree) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def hidden_reads_an_answer(test_source: str, answer_sources: list[str]) -> bool:
+    """Whether the hidden part of a test cell reads a name its exercise's answer cells bind,
+    directly or through a function the cell's visible part defines (``schedule`` calling the
+    student's ``lr_schedule``)."""
+    answers = set().union(*(_bound(ast.parse(s)) for s in answer_sources))
+    hidden = HIDDEN.search(test_source)
+    if not hidden or not answers:
+        return False
+    visible = ast.parse(HIDDEN.sub("", test_source))
+    helpers = {
+        node.name: _read(node)
+        for node in visible.body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+    }  # fmt: skip
+    reads = _read(ast.parse(hidden.group(1)))
+    reads |= set().union(*(helpers[name] for name in reads & set(helpers)))
+    return bool(reads & answers)
+
+
+def exercises(nb):
+    """(lab test cell id, its source, the answer cells' sources since the previous test)."""
+    answers = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        if meta.get("solution"):
+            answers.append(cell.source)
+        elif meta.get("grade"):
+            yield meta["grade_id"], cell.source, answers
+            answers = []
+
+
+def test_every_hidden_test_reads_its_exercises_answer():
+    """A hidden test that reads no answer passes every hand-in: it tests nothing."""
+    blind = [
+        f"{solution.stem} {grade_id}"
+        for solution in SOLVED
+        for grade_id, source, answers in exercises(nbformat.read(solution, as_version=4))
+        if not hidden_reads_an_answer(source, answers)
+    ]
+    assert blind == []
+
+
+def test_a_hidden_test_that_reads_no_answer_is_found():
+    answer = "def f(x):\n    return x + 1"
+
+    def cell(visible, hidden):
+        return f"{visible}\n### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS\n"
+
+    reads = cell("check_value('a', 1, 1)", "check_value('f(2)', f(2), 3)")
+    blind = cell("check_value('a', f(1), 2)", "check_value('x', 3, 3)")
+    helper = cell("def g():\n    return f(5)", "check_value('g', g(), 6)")
+    assert hidden_reads_an_answer(reads, [answer])
+    assert hidden_reads_an_answer(helper, [answer])
+    assert not hidden_reads_an_answer(blind, [answer])
+    assert not hidden_reads_an_answer("check_value('f', f(1), 2)\n", [answer])  # no hidden part

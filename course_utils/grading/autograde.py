@@ -58,6 +58,45 @@ FAILURE_HINTS = {
     "CellTimeoutError": "a cell ran on after its timeout, ignoring the interrupt: ",
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+MAX_WRITE_CHARS = 1_000_000  # one print's text that reaches the grader; more is cut in the kernel
+
+# Run in each graded kernel before the hand-in: its stdout and stderr cut every write to
+# MAX_WRITE_CHARS and send what piles up once that much is pending. ipykernel sends a cell's
+# output as one message, and a message over MAX_MESSAGE_BYTES disconnects the kernel: without
+# this, print("x" * 100_000_000) in a solved lab "killed the kernel" and cost every mark. The
+# streams' class is swapped for a subclass whose ``write`` is a data descriptor: IPython sets
+# ``stream.write`` around each cell (its output history), which would shadow a plain method.
+OUTPUT_CAP = f"""
+def _grader_caps_output(limit={MAX_WRITE_CHARS}):
+    import sys
+
+    def capped(base):
+        def write(self, text):
+            size = len(text) if isinstance(text, str) else 0
+            if size > limit:
+                note = f"[the grader cut this output: {{size - limit:,}} more characters]"
+                text = text[:limit] + "\\n" + note + "\\n"
+            written = base.write(self, text)
+            self._grader_pending = getattr(self, "_grader_pending", 0) + min(size, limit)
+            if self._grader_pending > limit:
+                self._grader_pending = 0
+                self.flush()
+            return size if written is not None else written
+
+        class Capped(base):
+            # a data descriptor: IPython's per-cell `stream.write = ...` cannot shadow it
+            write = property(lambda self: write.__get__(self), lambda self, value: None)
+
+        Capped.__name__, Capped.__qualname__ = base.__name__, base.__qualname__
+        return Capped
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.__class__ = capped(type(stream))
+
+
+_grader_caps_output()
+del _grader_caps_output
+"""
 
 
 class StripExpected(NbGraderPreprocessor):
@@ -187,7 +226,8 @@ def configure_kernel(config, job: dict) -> None:
     Execute and the kernel manager at it."""
     home = Path(job["workdir"]) / "k"
     sandboxes.prepare_home(home)
-    launch = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    launch = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+              f"--IPKernelApp.exec_lines={OUTPUT_CAP}"]  # fmt: skip
     env = kernel_environment(job)
     spec = {"display_name": "graded hand-in", "language": "python"}
     if job.get("sandbox"):
@@ -299,7 +339,21 @@ def reference_in_worker(job: dict) -> dict:
             where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
             return {"status": ERROR, "reason": f"the solution fails in {where}: {message}"}
     records = {c.metadata.nbgrader["grade_id"]: cell_records(c) for c in nb.cells if _is_test(c)}
-    return {"status": GRADED, "records": records, "tests": tests}
+    slowest = max((cell_seconds(c) for c in nb.cells if c.cell_type == "code"), default=0.0)
+    return {"status": GRADED, "records": records, "tests": tests, "slowest": slowest}
+
+
+def cell_seconds(cell) -> float:
+    """How long a cell ran, from the timing nbclient records in its metadata (0 if none)."""
+    from datetime import datetime
+
+    timing = cell.get("metadata", {}).get("execution", {})
+    try:
+        start = datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+    return max((end - start).total_seconds(), 0.0)
 
 
 def _is_test(cell) -> bool:
@@ -327,7 +381,9 @@ def complete_kernelspec(nb):
 def restored_cells(nb, release, db_url: str, lab: str) -> list[str]:
     """Notes naming the locked cells (tests, instructions) the student edited or deleted; nbgrader
     puts them back. A cell counts as edited when its checksum matches neither the lab's nor the
-    solution's (the solution's test cells carry the hidden tests)."""
+    solution's (the solution's test cells carry the hidden tests) nor the one it was handed out
+    with (its own metadata's: after a test is fixed, the version the student got is not an
+    edit)."""
     from nbgrader.api import Gradebook
     from nbgrader.utils import compute_checksum
 
@@ -349,7 +405,8 @@ def restored_cells(nb, release, db_url: str, lab: str) -> list[str]:
             checksum = compute_checksum(theirs)
         except Exception:  # metadata mangled beyond checksumming: it was edited
             checksum = None
-        if checksum not in (meta.get("checksum"), source.get(meta["grade_id"])):
+        handed_out = theirs.get("metadata", {}).get("nbgrader", {}).get("checksum")
+        if checksum not in (meta.get("checksum"), source.get(meta["grade_id"]), handed_out):
             edited.append(meta["grade_id"])
     notes = [f"restored edited cells: {', '.join(edited)}"] * bool(edited)
     return notes + [f"restored deleted cells: {', '.join(deleted)}"] * bool(deleted)

@@ -1,9 +1,12 @@
 """Per-hand-in results kept next to the gradebook, so that a run stopped half-way (Ctrl-C, a
 crash, ``kill -9``) picks up where it stopped: the same command grades only what is missing.
 
-A result is stored under a key made of everything it depends on: the hand-in's bytes, the
-solution's bytes, the grading options and the grader's own source. Change any of them and the
-hand-in is graded again. Each file is written atomically, so a result is whole or absent.
+A result is stored under a key made of what decides a score: the hand-in's bytes, the solution's
+cells (sources and nbgrader metadata, points included; not its outputs), the options that
+change scores and the grader's own source. Change any of them and the hand-in is graded again.
+The time and memory limits (and so ``--jobs``, which splits the memory) are not in the key: a
+result that hit one is graded again when they change, the others are kept. Each file is
+written atomically, so a result is whole or absent.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from ..engine.io import atomic_write_text
 from .gradebook import Result
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 KEY_NAME = re.compile(r"[0-9a-f]{20}")  # what run_key returns: the only folders it removes
 
 
@@ -31,12 +34,38 @@ def grader_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def solution_fingerprint(solution: Path) -> str:
+    """A hash of what in the solution decides scores: each cell's type, source and grading
+    metadata (a re-published solution with new outputs keeps the cache; a changed test or its
+    points does not)."""
+    import nbformat
+
+    nb = nbformat.read(solution, as_version=4)
+    cells = [[c.cell_type, c.source, c.get("metadata", {}).get("nbgrader", {}),
+              c.get("metadata", {}).get("course_utils", {})] for c in nb.cells]  # fmt: skip
+    return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
+
+
 def run_key(solution: Path, options: dict) -> str:
     """The key shared by every hand-in of one grading run: solution, options, grader."""
-    digest = hashlib.sha256(solution.read_bytes())
+    digest = hashlib.sha256(solution_fingerprint(solution).encode())
     digest.update(json.dumps(options, sort_keys=True).encode())
     digest.update(grader_fingerprint().encode())
     return digest.hexdigest()[:20]
+
+
+LIMIT_SIGNS = ("timed out", "kernel died", "ran past", "killed", "MemoryError", "memory")
+
+
+def hit_a_limit(result: Result) -> bool:
+    """Whether a time or memory limit may have decided this result (a killed or failed
+    grading, a cell that timed out, a kernel that died)."""
+    from .gradebook import ERROR, KILLED
+
+    if result.status in (KILLED, ERROR):
+        return True
+    texts = [result.reason] + [str(i.get("message", "")) for i in result.feedback.values()]
+    return any(sign in text for text in texts for sign in LIMIT_SIGNS)
 
 
 class ResultCache:
@@ -56,15 +85,20 @@ class ResultCache:
         digest = hashlib.sha256(student.encode() + b"\0" + content).hexdigest()[:24]
         return self.folder / f"{digest}.json"
 
-    def get(self, student: str, content: bytes) -> Result | None:
+    def get(self, student: str, content: bytes, limits: dict | None = None) -> Result | None:
+        """The stored result, unless it hit a limit and ``limits`` are not the ones it ran
+        under."""
         try:
             data = json.loads(self._path(student, content).read_text(encoding="utf-8"))
-            return Result(**data)
-        except (OSError, ValueError, TypeError):
+            result = Result(**data["result"])
+        except (OSError, ValueError, TypeError, KeyError):
             return None
+        if hit_a_limit(result) and data.get("limits") != limits:
+            return None
+        return result
 
-    def put(self, student: str, content: bytes, result: Result) -> None:
-        text = json.dumps(result.to_json(), sort_keys=True)
+    def put(self, student: str, content: bytes, result: Result, limits: dict | None = None):
+        text = json.dumps({"result": result.to_json(), "limits": limits}, sort_keys=True)
         atomic_write_text(self._path(student, content), text)
 
     def get_reference(self):

@@ -51,12 +51,23 @@ from .gradebook import (
     Lab,
     Result,
     one_line,
+    summary_rows,
+    summary_text,
     total,
+    write_csv,
     write_feedback,
     write_gradebook,
 )
 from .references import exercise_references, reference_note
-from .submissions import Submission, find_submissions, private_copy
+from .submissions import (
+    RosterError,
+    Submission,
+    apply_roster,
+    find_submissions,
+    private_copy,
+    read_roster,
+    readable,
+)
 from .verify import UNREPORTED, verify_cell
 from .workers import DiskWatch, kill_running, last_lines, run_with_limit
 
@@ -79,16 +90,22 @@ class Settings:
     sandbox: sandboxes.Sandbox | None = None
     threads: int = 1
     host_bytes: int = sandboxes.MAX_HOST_BYTES  # what one hand-in may leave on the disk
-    forbid_reference: bool = False  # an answer that calls the exercise's reference scores 0
+    forbid_reference: bool = True  # an answer that calls the exercise's reference scores 0
 
     def key(self) -> dict:
-        """What the cached results depend on: the limits, including the memory cap (which
-        follows --jobs unless --memory is given, so a run resumed with another --jobs and no
-        --memory grades again), but not the kernel's threads."""
+        """What every cached result depends on: whether the hand-ins run sandboxed, the disk
+        cap and the forbidden calls. Not --jobs, not the kernel's threads, not the time and
+        memory limits: those decide only a hand-in that hit one (:meth:`limits`)."""
+        sandboxed = self.sandbox is not None
+        return {"sandboxed": sandboxed, "host_bytes": self.host_bytes,
+                "forbid_reference": self.forbid_reference}  # fmt: skip
+
+    def limits(self) -> dict:
+        """The limits a result that ran into one was graded under: it is graded again when
+        they change (a timed-out hand-in may pass with a longer --timeout)."""
         box = self.sandbox
         memory = [box.memory, box.tasks, box.limiter.kind] if box else None
-        limits = {"timeout": self.timeout, "total_timeout": self.total_timeout, "sandbox": memory}
-        return limits | {"host_bytes": self.host_bytes, "forbid_reference": self.forbid_reference}
+        return {"timeout": self.timeout, "total_timeout": self.total_timeout, "memory": memory}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,10 +145,18 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.epilog = f"example: {EXAMPLE} --feedback feedback/ --jobs 2"
     parser.add_argument("lab", help="lab name (solutions/LAB.ipynb) or path to its solution")
     parser.add_argument(
-        "submissions", type=Path, help="folder of <student>.ipynb or <student>/<lab>.ipynb"
-    )
+        "submissions", type=Path, help="folder of <student>.ipynb or <student>/<lab>.ipynb, or "
+        "one hand-in (its row replaces that student's in the gradebook)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="the CSV gradebook to write")
-    parser.add_argument("--feedback", type=Path, help="write <student>.md feedback files here")
+    parser.add_argument(
+        "--feedback", type=Path, help="write <student>.md feedback files here (what hidden "
+        "tests check and print left out; full copies for you in FEEDBACK.instructor/)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--roster", type=Path, help="CSV of the class (an id column and a name column): "
+        "hand-ins are matched to it, and a student with none is a row with status missing",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout", type=int, default=DEFAULT_TIMEOUT,
         help=f"seconds one cell may run before it is interrupted (default {DEFAULT_TIMEOUT})",
@@ -159,9 +184,13 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
     parser.add_argument(
-        "--forbid-reference", action="store_true",
-        help="score 0 an exercise whose answer calls what it asks the student to write (the "
-        "solution's metadata names it); without it such an answer is only reported",
+        "--allow-reference", dest="forbid_reference", action="store_false",
+        help="only report an answer that calls what its exercise asks the student to write "
+        "(the solution's metadata names it); by default that exercise scores 0",
+    )  # fmt: skip
+    parser.add_argument(  # the default since issue 35; kept so that old commands still work
+        "--forbid-reference", dest="forbid_reference", action="store_true",
+        help=argparse.SUPPRESS,
     )  # fmt: skip
     parser.set_defaults(func=run)
     return parser
@@ -181,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         solution = resolve_lab(args.lab)
         settings = settings_from(args)
+        roster = read_roster(args.roster) if getattr(args, "roster", None) else None
         print(f"grade: {sandbox_line(settings.sandbox)}", flush=True)
         for path in filter(None, [args.out, args.feedback and args.feedback / "x.md"]):
             check_writable(path)
@@ -190,25 +220,69 @@ def run(args: argparse.Namespace) -> int:
             settings=settings,
             jobs=args.jobs,
             cache=cache,
-            skip=[args.out, args.feedback, cache],
+            skip=[args.out, args.feedback, cache, summary_path(args.out)],
+            roster=roster,
         )
-    except UsageError as problem:
+    except (UsageError, RosterError) as problem:
         print(f"grade: error: {problem}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"grade: interrupted; {args.out} was not written", file=sys.stderr)
         return 130
+    if args.submissions.is_file():
+        results = merged(results, args.out)
     write_gradebook(results, lab, args.out)
+    rows = summary_rows(results, lab)
+    write_csv(summary_path(args.out), rows)
     if args.feedback:
-        write_feedback(results, lab, args.feedback)
+        instructor = args.feedback.with_name(args.feedback.name + ".instructor")
+        write_feedback(results, lab, args.feedback, instructor)
+    print(summary_text(rows))
     graded = sum(r.status == GRADED for r in results)
-    print(f"wrote {args.out}: {len(results)} submissions, {graded} graded")
+    print(f"wrote {args.out} and {summary_path(args.out).name}: {len(results)} students, "
+          f"{graded} graded")  # fmt: skip
     return 0
+
+
+def summary_path(out: Path) -> Path:
+    """The class summary, beside the gradebook: ``gradebook.csv`` -> ``gradebook.summary.csv``."""
+    return out.with_name(f"{out.stem}.summary.csv")
+
+
+def merged(results: list[Result], out: Path) -> list[Result]:
+    """One student re-graded (a file was passed): the other rows of the gradebook at ``out``
+    kept as they are, read back from the result cache's neighbour, the CSV itself."""
+    import csv
+
+    if not out.exists():
+        return results
+    mine = {r.student for r in results}
+    with out.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    kept = []
+    for row in rows:
+        student = row.get("student", "")
+        student = student[1:] if student.startswith("'") else student  # spreadsheet-safe form
+        if student and student not in mine:
+            kept.append(_row_result(row, student))
+    return sorted([*results, *kept], key=lambda r: r.student)
+
+
+def _row_result(row: dict, student: str) -> Result:
+    """A gradebook row read back as a Result (scores, status, reason; no feedback)."""
+    fixed = {"student", "name", "file", "total", "max", "status", "reason"}
+    scores = {k: float(v) for k, v in row.items() if k not in fixed and v not in (None, "")}
+
+    def plain(text: str) -> str:
+        return text[1:] if text.startswith("'") else text
+
+    return Result(student, row.get("status", ""), plain(row.get("reason", "")), scores,
+                  name=plain(row.get("name", "")), file=plain(row.get("file", "")))  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """Check the options and probe the sandbox (a UsageError saying how to fix either)."""
-    if not args.submissions.is_dir():
+    if not args.submissions.is_dir() and not args.submissions.is_file():
         raise UsageError(
             f"submissions folder {args.submissions} does not exist; collect the notebooks "
             "into one folder as <student>.ipynb or <student>/<lab>.ipynb"
@@ -262,32 +336,60 @@ def grade(
     skip: list[Path | None] | None = None,
     log: Callable[[str], None] = print,
     student: str | None = None,
+    roster: list[tuple[str, str]] | None = None,
 ) -> tuple[list[Result], Lab]:
     """Grade every submission in ``submissions`` against ``solution``; rows sorted by student.
 
     ``skip`` names paths inside ``submissions`` that are not hand-ins (the gradebook itself);
     results already in ``cache`` for the same hand-in, solution and settings are reused. With
-    ``student``, the whole folder is that one student's hand-in (Gradescope's layout). Each
-    hand-in is read once, without following links, into a private copy that is graded."""
+    ``student``, the whole folder is that one student's hand-in (Gradescope's layout); a file
+    for ``submissions`` is one student's hand-in in a class folder. ``roster``: (id, name) per
+    student. Each hand-in is read once, without following links, into a private copy."""
     settings = settings or Settings()
     remove_stale_workdirs()
+    only = submissions if submissions.is_file() else None
+    folder = submissions.parent if only else submissions
     with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as tmp:
         lab = prepare_lab(solution, Path(tmp) / "lab")
         skipped = [p for p in skip or [] if p]
-        found = find_submissions(submissions, lab.name, skip=skipped, student=student)
+        found = find_submissions(folder, lab.name, skip=skipped, student=student, only=only)
+        if not found and not roster:
+            raise UsageError(
+                f"no hand-ins in {readable(str(submissions))}: it is empty; collect the "
+                "notebooks into it as <student>.ipynb or <student>/<lab>.ipynb"
+            )
+        if roster:  # one file re-graded: named by the roster, the others' rows kept as they are
+            found = [s for s in apply_roster(found, roster) if s.file or not only]
         store = ResultCache(cache, run_key(solution, settings.key())) if cache else None
         results, todo = [], []
         for i, sub in enumerate(found):
             if sub.path is not None:
-                sub = private_copy(sub, submissions, Path(tmp) / "hand-ins" / str(i))
-            done = store.get(sub.student, sub.path.read_bytes()) if store and sub.path else None
+                sub = private_copy(sub, folder, Path(tmp) / "hand-ins" / str(i))
+            done = None
+            if store and sub.path:
+                done = store.get(sub.student, sub.path.read_bytes(), settings.limits())
             if sub.path is None or done:
                 results.append(finish(done or Result(sub.student, sub.status, sub.reason), sub))
             else:
                 todo.append(sub)
         if todo:
-            results += _grade_all(lab, solution, todo, settings, jobs, store, Path(tmp), log)
+            counter = Progress(len(found), len(found) - len(todo), log)
+            results += _grade_all(lab, solution, todo, settings, jobs, store, Path(tmp), counter)
     return sorted(results, key=lambda r: r.student), lab
+
+
+class Progress:
+    """The progress line: ``graded 7/21: alice: 8/10 graded``, counting the cached ones."""
+
+    def __init__(self, total: int, done: int, log: Callable[[str], None]) -> None:
+        self.total, self.done, self.log = total, done, log
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("warning: "):
+            self.log(line)
+            return
+        self.done += 1
+        self.log(f"graded {self.done}/{self.total}: {line}")
 
 
 def remove_stale_workdirs() -> None:
@@ -308,7 +410,7 @@ def remove_stale_workdirs() -> None:
 
 def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Result]:
     """Grade ``todo`` in ``jobs`` workers, after (and alongside) the solution's reference run."""
-    results = []
+    results, warned = [], False
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         reference = pool.submit(reference_records, lab, solution, settings, store, tmp / "ref")
         futures = {
@@ -321,14 +423,35 @@ def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Res
                 result = verified(result, records, reference.result(), lab)
                 result = with_references(result, calls, lab, settings.forbid_reference)
                 if store and futures[future].path:
-                    store.put(result.student, futures[future].path.read_bytes(), result)
+                    content = futures[future].path.read_bytes()
+                    store.put(result.student, content, result, settings.limits())
                 results.append(result)
+                if not warned:
+                    warned = True
+                    if warning := timeout_warning(reference.result(), settings.timeout):
+                        log(warning)
                 log(_progress_line(result, lab))
         except BaseException:  # Ctrl-C or a failed reference run: stop now, not after the rest
             pool.shutdown(wait=False, cancel_futures=True)
             kill_running()
             raise
     return results
+
+
+SLOWEST = "__slowest_cell_seconds__"  # kept with the reference records: its slowest cell's time
+
+
+def timeout_warning(reference: dict, timeout: float) -> str:
+    """One line when --timeout leaves a hand-in less than twice the time the solution's own
+    slowest cell took ("" otherwise): a correct but slower answer would be cut off."""
+    slowest = reference.get(SLOWEST)
+    if not isinstance(slowest, (int, float)) or timeout >= 2 * slowest:
+        return ""
+    return (
+        f"warning: --timeout {timeout:g} s is under twice the solution's slowest cell "
+        f"({slowest:.1f} s here): correct answers may time out; pass --timeout "
+        f"{max(int(3 * slowest) + 1, 2)} or more"
+    )
 
 
 def _progress_line(result: Result, lab: Lab) -> str:
@@ -408,7 +531,42 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
             "is it a solution notebook?"
         )
     references = exercise_references(source)
-    return Lab(name=name, db=db, release=release, tests=tests, references=references)
+    handed_out = _test_sources(nbformat.read(release, as_version=4))
+    hidden = {
+        t: handed_out.get(t, "") for t, cell in _test_sources(source).items()
+        if t in tests and HIDDEN in cell
+    }  # fmt: skip
+    return Lab(name=name, db=db, release=release, tests=tests, references=references,
+               titles=exercise_titles(source), hidden=hidden)  # fmt: skip
+
+
+HIDDEN = "### BEGIN HIDDEN TESTS"
+
+
+def _test_sources(nb) -> dict[str, str]:
+    return {
+        c.metadata["nbgrader"]["grade_id"]: c.source
+        for c in nb.cells
+        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+    }
+
+
+def exercise_titles(nb) -> dict[str, str]:
+    """test grade_id -> the Markdown heading above its exercise ("Exercise 1: the causal mask"),
+    its points in parentheses left out: what a student's feedback calls the exercise."""
+    titles, heading = {}, ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            lines = [ln for ln in cell.source.splitlines() if ln.startswith("##")]
+            if lines:
+                title = lines[0].lstrip("#").strip()
+                heading = re.sub(r"\s*\(\d+(\.\d+)?\s*points?\)\s*$", "", title)
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            if heading:
+                used = heading in titles.values()
+                titles[meta["grade_id"]] = f"{heading} ({meta['grade_id']})" if used else heading
+    return titles
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,9 +620,10 @@ def reference_records(lab: Lab, solution: Path, settings: Settings, store, workd
             raise UsageError(f"cannot grade against {solution}: {data['reason']}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    records = {**data["records"], SLOWEST: data.get("slowest", 0.0)}
     if store:
-        store.put_reference(data["records"])
-    return data["records"]
+        store.put_reference(records)
+    return records
 
 
 def grade_safely(
@@ -506,6 +665,7 @@ def _worker_failure(returncode: int | None, workdir: Path, limit: float) -> str:
 
 def finish(result: Result, sub: Submission) -> Result:
     """The row as the gradebook shows it: the submission's note first, on one line."""
+    result.name, result.file = sub.name or sub.student, sub.file
     if sub.note and not result.reason.startswith(sub.note):
         result.reason = "; ".join(filter(None, [sub.note, result.reason]))
     result.reason = one_line(result.reason, MAX_REASON_CHARS)
@@ -546,7 +706,7 @@ def with_references(result: Result, calls: dict, lab: Lab, forbid: bool) -> Resu
         info["before"] = [*info.get("before", []), note]
         if forbid:
             result.scores[test] = 0.0
-            info["message"] = f"\u274c {note}: this exercise scores 0 (--forbid-reference)"
+            info["message"] = f"\u274c {note}: the exercise asks you to write it, so it scores 0"
     if notes:
         result.reason = one_line("; ".join(filter(None, [*notes, result.reason])), MAX_REASON_CHARS)
     return result

@@ -31,6 +31,19 @@ MAX_LINE_CHARS = 300
 MAX_MESSAGE_CHARS = 500
 MAX_REASON_CHARS = 300
 
+# Terminal escape sequences (CSI like screen clears and colours, OSC like a clipboard write,
+# and the other ESC forms) and every other control character but newline and tab: a hand-in's
+# output must not drive the terminal or editor that shows its feedback.
+ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST (clipboard, titles, links)
+    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC, SOS strings
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: cursor, clear, colour
+    r"|\x1b[ -/]*[0-~]?"  # any other escape
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # the other control characters, CR included
+)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (OWASP)
+
 
 @dataclass
 class Result:
@@ -41,6 +54,8 @@ class Result:
     reason: str = ""
     scores: dict[str, float] = field(default_factory=dict)
     feedback: dict[str, dict] = field(default_factory=dict)
+    name: str = ""  # the student's name (the roster's, else read from the file name)
+    file: str = ""  # what was handed in, as the submissions folder names it
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -57,6 +72,11 @@ class Lab:
     tests: dict[str, float]
     # answer grade_id -> {"reference": [names it must not call], "test": its test cell}
     references: dict[str, dict] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)  # test -> its exercise's heading
+    hidden: dict[str, str] = field(default_factory=dict)  # test with hidden tests -> visible part
+
+    def title(self, test: str) -> str:
+        return self.titles.get(test) or test
 
     @property
     def max_score(self) -> float:
@@ -67,44 +87,107 @@ def total(result: Result, lab: Lab) -> float:
     return sum(result.scores.get(test, 0.0) for test in lab.tests)
 
 
+def without_controls(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (newlines and tabs
+    kept): what a hand-in printed, made safe to show in a terminal, an editor or a browser."""
+    return ESCAPES.sub("", str(text))
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A CSV cell no spreadsheet runs as a formula: one starting with ``= + - @``, a tab or a
+    carriage return gets a leading ``'`` (OWASP's advice for CSV injection)."""
+    return f"'{cell}" if cell.startswith(FORMULA_START) else cell
+
+
 def one_line(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters."""
-    text = " ".join(str(text).split())
+    """``text`` on one line, without control characters, cut to ``limit`` characters."""
+    text = " ".join(without_controls(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def gradebook_rows(results: list[Result], lab: Lab) -> list[list[str]]:
     """Header and rows of the gradebook, sorted by student, with no run-dependent values."""
-    header = ["student", *lab.tests, "total", "max", "status", "reason"]
+    header = ["student", "name", "file", *lab.tests, "total", "max", "status", "reason"]
     rows = [header]
     for r in sorted(results, key=lambda r: r.student):
         points = [f"{r.scores.get(test, 0.0):g}" for test in lab.tests]
         reason = one_line(r.reason, MAX_REASON_CHARS)
-        rows.append(
-            [r.student, *points, f"{total(r, lab):g}", f"{lab.max_score:g}", r.status, reason]
-        )
+        who = [r.student, r.name or r.student, r.file]
+        rows.append([*who, *points, f"{total(r, lab):g}", f"{lab.max_score:g}", r.status, reason])
     return rows
 
 
 def write_gradebook(results: list[Result], lab: Lab, out: Path) -> None:
     """Write the CSV through a temporary file and os.replace: a reader (or a crash) never sees
-    half a gradebook, and the previous one survives a failed run."""
+    half a gradebook, and the previous one survives a failed run. No cell is a formula."""
+    write_csv(out, gradebook_rows(results, lab))
+
+
+def write_csv(out: Path, rows: list[list[str]]) -> None:
+    """``rows`` as a spreadsheet-safe CSV, written atomically."""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(gradebook_rows(results, lab))
+    safe = [[spreadsheet_safe(without_controls(cell)) for cell in row] for row in rows]
+    csv.writer(buffer, lineterminator="\n").writerows(safe)
     atomic_write_text(out, buffer.getvalue())
 
 
-def write_feedback(results: list[Result], lab: Lab, folder: Path) -> None:
-    """One Markdown file per student: the total, then each exercise's points and message."""
+def summary_rows(results: list[Result], lab: Lab) -> list[list[str]]:
+    """The class at a glance: per exercise its points, the mean score of the graded hand-ins,
+    how many scored 0 and how many were graded; then the totals and a count per status."""
+    graded = [r for r in results if r.status == GRADED]
+    rows = [["exercise", "title", "points", "mean", "zeros", "count"]]
+    for test, points in lab.tests.items():
+        scores = [r.scores.get(test, 0.0) for r in graded]
+        mean = f"{sum(scores) / len(scores):.2f}" if scores else ""
+        zeros = sum(score == 0 for score in scores)
+        rows.append([test, lab.title(test), f"{points:g}", mean, str(zeros), str(len(scores))])
+    totals = [total(r, lab) for r in graded]
+    mean = f"{sum(totals) / len(totals):.2f}" if totals else ""
+    zeros = str(sum(t == 0 for t in totals))
+    rows.append(["total", "", f"{lab.max_score:g}", mean, zeros, str(len(totals))])
+    for status in sorted({r.status for r in results}):
+        count = sum(r.status == status for r in results)
+        rows.append([f"status: {status}", "", "", "", "", str(count)])
+    return rows
+
+
+def summary_text(rows: list[list[str]]) -> str:
+    """The summary as the grader prints it: an aligned table."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def write_feedback(results: list[Result], lab: Lab, folder: Path, instructor: Path | None = None):
+    """One Markdown file per student: the total, then each exercise's points and message; what
+    hidden tests saw stays out of it. ``instructor`` gets copies that keep everything."""
     folder.mkdir(parents=True, exist_ok=True)
     for result in results:
-        atomic_write_text(folder / f"{result.student}.md", feedback_markdown(result, lab))
+        name = file_name(result.student)
+        atomic_write_text(folder / f"{name}.md", feedback_markdown(result, lab))
+        if instructor:
+            instructor.mkdir(parents=True, exist_ok=True)
+            text = feedback_markdown(result, lab, student_facing=False)
+            atomic_write_text(instructor / f"{name}.md", text)
 
 
-def feedback_markdown(result: Result, lab: Lab) -> str:
-    """A student's feedback file: the score, then a section per exercise."""
+def file_name(student: str) -> str:
+    """A student id made safe as a file name (no folders, no hidden files)."""
+    name = re.sub(r"[/\\\x00]", "_", without_controls(student)).strip() or "_"
+    return "_" + name if name.startswith(".") else name
+
+
+HIDDEN_FAILED = (
+    "\u274c a hidden test failed (what hidden tests check and print is not shown: test your "
+    "answer on more cases than the visible checks)"
+)
+
+
+def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> str:
+    """A student's feedback file: the score, then a section per exercise, headed by its title.
+    ``student_facing``: a failed hidden test says so without its inputs, values or output."""
     lines = [
-        f"# {lab.name}: feedback for {result.student}",
+        f"# {lab.name}: feedback for {without_controls(result.name or result.student)}",
         "",
         f"Score: **{total(result, lab):g} / {lab.max_score:g}**",
         "",
@@ -114,14 +197,72 @@ def feedback_markdown(result: Result, lab: Lab) -> str:
     else:
         lines += [f"Note: {result.reason}", ""] * bool(result.reason)
         for test, points in lab.tests.items():
-            lines += _exercise_lines(test, result.scores.get(test, 0.0), points, result.feedback)
-    return "\n".join(lines).rstrip() + "\n"
+            info = (
+                student_view(result, lab, test) if student_facing else result.feedback.get(test, {})
+            )
+            score = result.scores.get(test, 0.0)
+            lines += _exercise_lines(lab.title(test), score, points, info)
+    return without_controls("\n".join(lines)).rstrip() + "\n"
 
 
-def _exercise_lines(test: str, score: float, points: float, feedback: dict) -> list[str]:
+def student_view(result: Result, lab: Lab, test: str) -> dict:
+    """A test cell's feedback as its student may see it: for a cell with hidden tests, no
+    output (what the hand-in printed while they ran shows their inputs) and no hidden check's
+    message. The feedback files and Gradescope's results both show this."""
+    info = dict(result.feedback.get(test, {}))
+    if test in lab.hidden:
+        info["output"] = ""
+        if info.get("message", "passed") not in ("passed", "not run"):
+            info["message"] = _visible_part(info["message"], lab.hidden[test])
+    return info
+
+
+def _visible_part(message: str, visible: str) -> str:
+    """What a student may read of a failed test cell with hidden tests: a visible check's
+    message (its name is in the cell the student has), the grader's own notes (a forbidden
+    call, a timeout, a dead kernel, a name never defined); not a hidden check's values or an
+    error raised on a hidden input."""
+    if "is not done yet" in message:  # the lab's own stub: nothing of a test in it
+        return message
+    if message.startswith("\u274c") and "scores 0" not in message:
+        shown = any(p.match(message[1:].strip()) for p in visible_check_names(visible))
+        return message if shown else HIDDEN_FAILED
+    own = ("timed out", "scores 0", "kernel died", "NameError", "not run")
+    return message if any(note in message for note in own) else HIDDEN_FAILED
+
+
+def visible_check_names(source: str) -> list[re.Pattern]:
+    """Patterns for the names of the checks in ``source`` (the test cell as handed out), each
+    followed by the ``:`` that starts a check's message: a string name as it is, an f-string's
+    fields as wildcards (``f"lr_schedule over {n} steps"``)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    patterns = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if not name.startswith("check"):
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            patterns.append(re.escape(first.value))
+        elif isinstance(first, ast.JoinedStr):
+            parts = [
+                re.escape(v.value) if isinstance(v, ast.Constant) else ".+?" for v in first.values
+            ]
+            patterns.append("".join(parts))
+    return [re.compile(f"{p}:", re.DOTALL) for p in patterns]
+
+
+def _exercise_lines(title: str, score: float, points: float, info: dict) -> list[str]:
     """A test cell's section: points, message, what went wrong before it, its output."""
-    info = feedback.get(test, {})
-    lines = [f"## {test}: {score:g} / {points:g}", "", info.get("message", "not run"), ""]
+    lines = [f"## {title}: {score:g} / {points:g}", "", info.get("message", "not run"), ""]
     if info.get("before"):
         lines += [f"- before it: {problem}" for problem in info["before"]] + [""]
     if info.get("output"):

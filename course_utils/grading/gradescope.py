@@ -32,7 +32,7 @@ from pathlib import Path
 from ..engine.io import atomic_write_bytes, atomic_write_text
 from . import sandbox as sandboxes
 from . import unprivileged
-from .gradebook import GRADED, Result, total, truncate
+from .gradebook import GRADED, Result, student_view, total, truncate
 
 EXAMPLE = "python -m course_utils gradescope 01_tokens_and_embeddings --out autograder.zip"
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -105,9 +105,13 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "solution shipped in the bundle",
     )  # fmt: skip
     parser.add_argument(
-        "--forbid-reference", action="store_true",
-        help="score 0 an exercise whose answer calls what it asks the student to write",
+        "--allow-reference", dest="forbid_reference", action="store_false",
+        help="only report an answer that calls what its exercise asks the student to write "
+        "(by default that exercise scores 0)",
     )  # fmt: skip
+    parser.add_argument(  # the old opt-in, now the default
+        "--forbid-reference", dest="forbid_reference", action="store_true", help=argparse.SUPPRESS
+    )
     parser.add_argument(
         "--which-sandbox", action="store_true",
         help="say how hand-ins would run here (setup.sh runs it at image build)",
@@ -249,7 +253,7 @@ def results_json(result: Result, lab) -> dict:
     """Gradescope's results.json for one graded hand-in: a test per graded cell."""
     tests = []
     for test, points in lab.tests.items():
-        info = result.feedback.get(test, {})
+        info = student_view(result, lab, test)  # no hidden test's inputs or values
         lines = [info.get("message", "not run" if result.status == GRADED else result.reason)]
         lines += [f"before it: {problem}" for problem in info.get("before", [])]
         if info.get("output"):

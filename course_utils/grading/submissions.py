@@ -10,9 +10,12 @@ folder down (:func:`read_hand_in`).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import stat
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,37 +41,85 @@ class Submission:
     status: str = ""  # set when it cannot be graded at all
     reason: str = ""
     note: str = ""  # something the instructor should know even when it is graded
+    name: str = ""  # the student's name: the roster's, else read from the file name
+    file: str = ""  # what was handed in, as the submissions folder names it (readable)
+
+
+def readable(name: str) -> str:
+    """A file name as text that can be printed and written anywhere: bytes that are not UTF-8
+    (a zip unpacked from a Windows LMS) and control characters (tabs, escapes) shown as
+    backslash escapes (``caf\\xe9.ipynb``)."""
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+LMS_SUFFIXES = re.compile(r"(\s*\([^()]*\)|\s*\[[^\[\]]*\])+$")  # " (final) (1)", " [late]"
+
+
+def display_name(stem: str, lab: str = "") -> str:
+    """The student's name as read from a hand-in's file name: "José Müller - Lab 2 (final)
+    (1)" -> "José Müller" (copies' and LMS suffixes, the lab's name and what follows " - "
+    dropped); the name itself when nothing is left."""
+    text = readable(stem).strip()
+    name = LMS_SUFFIXES.sub("", text).strip()
+    if lab:
+        name = re.sub(rf"[\s_-]*{re.escape(lab)}$", "", name, flags=re.IGNORECASE).strip()
+    name = name.split(" - ")[0].strip()
+    return name or text or "_"
+
+
+def student_id(name: str) -> str:
+    """An id made of a name: accents folded, runs of anything but letters, digits, ``_`` and
+    ``.`` turned into one ``-`` ("José Müller" -> "Jose-Muller")."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^A-Za-z0-9_.]+", "-", folded).strip("-.")
+    return slug or re.sub(r"\s+", "-", name.strip()) or "_"
+
+
+def _named(stem: str, lab: str, file: str, **fields) -> Submission:
+    name = display_name(stem, lab)
+    return Submission(student_id(name), name=name, file=file, **fields)
 
 
 def find_submissions(
-    folder: Path, lab: str, skip: list[Path] = (), student: str | None = None
+    folder: Path,
+    lab: str,
+    skip: list[Path] = (),
+    student: str | None = None,
+    only: Path | None = None,
 ) -> list[Submission]:
     """One Submission per student: ``<student>.ipynb`` files and ``<student>/`` folders (or,
     with ``student``, the whole folder as that student's).
 
     Other files become rows too (status not_a_notebook, or not_regular for links and special
     files) so nothing handed in goes unnoticed; hidden files and the paths in ``skip`` are
-    ignored."""
+    ignored. Each is named by a student id read from its file name (:func:`display_name`); one
+    student's several entries are one row. ``only``: that one entry of ``folder``."""
     links = links_inside(folder)
     if student is not None:
         return [_from_folder(folder, lab, links, student)]
     skipped = {Path(os.path.abspath(p)) for p in skip} | {Path(p).resolve() for p in skip}
     found: dict[str, list[Submission]] = {}
-    for entry in sorted(folder.iterdir()):
+    entries = [only] if only is not None else sorted(folder.iterdir())
+    for entry in entries:
         if entry.name.startswith(".") or _skipped(entry, skipped):
             continue
+        shown = readable(entry.name)
         refused = refusal(entry, links)
         if refused:
-            reason = f"{entry.name} is {refused}, not a regular file: {NOT_OPENED}"
-            sub = Submission(entry.stem, None, NOT_REGULAR, reason)
+            reason = f"{shown} is {refused}, not a regular file: {NOT_OPENED}"
+            sub = _named(entry.stem, lab, shown, path=None, status=NOT_REGULAR, reason=reason)
         elif entry.is_dir():
             sub = _from_folder(entry, lab, links)
         elif entry.suffix == ".ipynb":
-            sub = Submission(entry.stem, entry)
+            sub = _named(entry.stem, lab, shown, path=entry)
         else:
-            reason = f"{entry.name} is not a notebook; expected {entry.stem}.ipynb"
-            sub = Submission(entry.stem, None, NOT_A_NOTEBOOK, reason)
-        found.setdefault(sub.student, []).append(sub)
+            reason = f"{shown} is not a notebook; expected {readable(entry.stem)}.ipynb"
+            sub = _named(entry.stem, lab, shown, path=None, status=NOT_A_NOTEBOOK, reason=reason)
+        found.setdefault(sub.student.casefold(), []).append(sub)
     return [_one_per_student(subs) for _, subs in sorted(found.items())]
 
 
@@ -119,20 +170,29 @@ def refusal(path: Path, links: Counter) -> str:
 def _from_folder(folder: Path, lab: str, links: Counter, student: str | None = None):
     """The lab notebook in a student's folder (nested as nbgrader collects it, or misnamed when
     it is the only notebook there); links inside it are not followed."""
-    student = student or folder.name
+    shown = readable(folder.name)
+    fields = {"name": student, "student": student} if student else {}
+    make = (
+        (lambda **kw: Submission(**fields, **kw))
+        if student
+        else (lambda **kw: _named(folder.name, lab, f"{shown}/", **kw))
+    )
     notebooks = _notebooks_in(folder)
     named = [p for p in notebooks if p.name == f"{lab}.ipynb"]
     chosen = named or (notebooks if len(notebooks) == 1 else [])
     if not chosen:
-        others = ", ".join(p.name for p in notebooks[:3]) or "no notebook"
-        return Submission(student, None, MISSING, f"no {lab}.ipynb in {folder.name}/ ({others})")
+        others = ", ".join(readable(p.name) for p in notebooks[:3]) or "no notebook"
+        return make(path=None, status=MISSING, reason=f"no {lab}.ipynb in {shown}/ ({others})")
     chosen.sort(key=lambda p: bool(refusal(p, links)))  # a regular file first
-    relative = f"{folder.name}/{chosen[0].relative_to(folder).as_posix()}"
+    relative = f"{shown}/{readable(chosen[0].relative_to(folder).as_posix())}"
     if refused := refusal(chosen[0], links):
         reason = f"{relative} is {refused}, not a regular file: {NOT_OPENED}"
-        return Submission(student, None, NOT_REGULAR, reason)
+        return make(path=None, status=NOT_REGULAR, reason=reason)
     note = "" if named else f"graded {relative} (expected {lab}.ipynb)"
-    return Submission(student, chosen[0], note=note)
+    sub = make(path=chosen[0], note=note)
+    if not student:
+        sub.file = relative
+    return sub
 
 
 def _notebooks_in(folder: Path) -> list[Path]:
@@ -149,14 +209,89 @@ def _notebooks_in(folder: Path) -> list[Path]:
 
 
 def _one_per_student(subs: list[Submission]) -> Submission:
-    """A student with several entries (alice.ipynb and alice/): grade the first gradable one and
-    name the others in its note."""
-    chosen = next((s for s in subs if s.path is not None), subs[0])
-    others = [s.path.name if s.path else s.reason for s in subs if s is not chosen]
-    if others:
-        also = f"also found: {', '.join(others)}"
-        chosen.note = "; ".join([chosen.note] * bool(chosen.note) + [also])
+    """A student with several entries (alice.ipynb and alice/, or an LMS's "(1)" copy): grade
+    the newest gradable one and say which, and why, in its note."""
+    if len(subs) == 1:
+        return subs[0]
+    gradable = [s for s in subs if s.path is not None]
+    chosen = max(gradable, key=_modified) if gradable else subs[0]
+    others = [s.file for s in subs if s is not chosen]
+    why = "the newest of its hand-ins" if len(gradable) > 1 else "its only notebook"
+    also = f"graded {chosen.file} ({why}); not graded: {', '.join(others)}"
+    chosen.note = "; ".join([also] + [chosen.note] * bool(chosen.note))
     return chosen
+
+
+def _modified(sub: Submission) -> tuple[float, str]:
+    try:
+        return os.lstat(sub.path).st_mtime, sub.file
+    except OSError:
+        return 0.0, sub.file
+
+
+# ---------------------------------------------------------------------------------------------
+# The roster
+
+ID_COLUMNS = ("id", "student_id", "student id", "sis user id", "username", "login", "student")
+NAME_COLUMNS = ("name", "student name", "full name", "display name")
+
+
+class RosterError(ValueError):
+    """A roster that cannot be read; the message says how to fix it."""
+
+
+def read_roster(path: Path) -> list[tuple[str, str]]:
+    """(id, name) per student of a roster CSV with an id column (id, student_id, username, ...)
+    and a name column (name, full name, ...; or the id when there is none)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RosterError(f"cannot read the roster {path}: {exc}") from None
+    rows = list(csv.DictReader(text.splitlines()))
+    columns = {c.strip().casefold(): c for c in (rows[0].keys() if rows else [])}
+    ids = next((columns[c] for c in ID_COLUMNS if c in columns), None)
+    if ids is None:
+        raise RosterError(
+            f"the roster {path} has no id column; give it a header row with an 'id' column "
+            "(and a 'name' column), one student a row"
+        )
+    names = next((columns[c] for c in NAME_COLUMNS if c in columns), ids)
+    roster = [((r[ids] or "").strip(), (r[names] or "").strip()) for r in rows]
+    return [(i, n or i) for i, n in roster if i]
+
+
+def apply_roster(found: list[Submission], roster: list[tuple[str, str]]) -> list[Submission]:
+    """Each hand-in named by its roster id and name (matched by id, or by name, accents and
+    case aside); a student on the roster with none is a row with status missing; a hand-in
+    matched to no one keeps its own id and says so."""
+    by_key: dict[str, tuple[str, str]] = {}
+    for sid, name in roster:
+        for key in (sid, student_id(sid), student_id(name)):
+            by_key.setdefault(key.casefold(), (sid, name))
+    claimed: dict[str, Submission] = {}
+    rows = []
+    for sub in found:
+        match = next(
+            (by_key[k.casefold()] for k in (sub.student, sub.name, student_id(sub.name))
+             if k.casefold() in by_key),
+            None,
+        )  # fmt: skip
+        if match is None:
+            note = "not on the roster"
+            sub.note = "; ".join(filter(None, [sub.note, note]))
+        else:
+            sub.student, sub.name = match
+            if match[0] in claimed:
+                rows.remove(claimed[match[0]])
+                sub = _one_per_student([claimed[match[0]], sub])
+            claimed[match[0]] = sub
+        rows.append(sub)
+    for sid, name in roster:
+        if sid not in claimed:
+            reason = "no hand-in found for this student"
+            rows.append(Submission(sid, None, MISSING, reason, name=name))
+            claimed[sid] = rows[-1]
+    return rows
 
 
 def read_hand_in(root: Path, path: Path) -> bytes:
@@ -199,13 +334,13 @@ def private_copy(sub: Submission, root: Path, folder: Path) -> Submission:
     try:
         content = read_hand_in(root, sub.path)
     except NotRegular as exc:
-        reason = f"{exc}, not a regular file: {NOT_OPENED}"
-        return Submission(sub.student, None, NOT_REGULAR, reason, sub.note)
+        reason = f"{readable(str(exc))}, not a regular file: {NOT_OPENED}"
+        return replace(sub, path=None, status=NOT_REGULAR, reason=reason)
     except OSError as exc:
-        reason = f"{sub.path.name} cannot be read ({exc.strerror}); check the file and its "
-        return Submission(sub.student, None, NOT_A_NOTEBOOK, reason + "permissions", sub.note)
+        reason = f"{readable(sub.path.name)} cannot be read ({exc.strerror}); check the file and "
+        return replace(sub, path=None, status=NOT_A_NOTEBOOK, reason=reason + "its permissions")
     folder.mkdir(parents=True)
-    copy = folder / sub.path.name
+    copy = folder / readable(sub.path.name).replace("/", "_")  # a name any log can print
     copy.write_bytes(content)
     return replace(sub, path=copy)
 
@@ -249,10 +384,18 @@ def grade_ids(nb) -> list[str]:
 
 
 def wrong_lab_reason(nb, release, lab: str) -> str:
-    """Why ``nb`` is not a copy of this lab ("" when it is): it shares no nbgrader cell with it."""
+    """Why ``nb`` is not a copy of this lab ("" when it is): it shares no nbgrader cell with it,
+    or (every lab numbering its exercises alike) none of its locked cells, the tests, reads as
+    this lab's and its title is another's."""
     ids = set(grade_ids(nb))
     if ids & set(grade_ids(release)):
-        return ""
+        if _shares_a_locked_cell(nb, release) or title_of(nb) == title_of(release):
+            return ""
+        theirs = title_of(nb) or "another lab"
+        return (
+            f"its test cells are not those of {lab}: a notebook of another lab ({theirs!r})? "
+            f"hand in the notebook started from labs/{lab}.ipynb"
+        )
     if not ids:
         return (
             f"none of the cells of {lab} are in it (no nbgrader cells at all): "
@@ -260,3 +403,40 @@ def wrong_lab_reason(nb, release, lab: str) -> str:
         )
     sample = ", ".join(sorted(ids)[:3])
     return f"its cells ({sample}, ...) are not those of {lab}: a notebook of another lab?"
+
+
+def _shares_a_locked_cell(nb, release) -> bool:
+    """Whether a test cell of the lab is in ``nb`` as it was handed out (whitespace aside),
+    under its id (instructions and set-up cells may be alike from lab to lab; tests are not).
+    A lab with no test cells shares them trivially."""
+
+    def squeezed(cell) -> str:
+        return " ".join(str(cell.get("source", "")).split())
+
+    locked = {
+        grade_id: squeezed(c) for c in release.cells if (grade_id := _locked_id(c)) is not None
+    }
+    if not locked:
+        return True
+    for cell in nb.cells:
+        grade_id = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+        if isinstance(grade_id, str) and locked.get(grade_id) == squeezed(cell):
+            return True
+    return False
+
+
+def _locked_id(cell) -> str | None:
+    """The grade_id of a test cell (graded, locked, not an answer), else None."""
+    meta = cell.get("metadata", {}).get("nbgrader") or {}
+    test = meta.get("grade") and not meta.get("solution") and cell.get("cell_type") == "code"
+    return meta.get("grade_id") if test and meta.get("grade_id") else None
+
+
+def title_of(nb) -> str:
+    """The notebook's first Markdown heading ("Lab 02: attention"), "" if it has none."""
+    for cell in nb.cells:
+        if cell.get("cell_type") == "markdown":
+            for line in str(cell.get("source", "")).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return ""
