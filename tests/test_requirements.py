@@ -13,7 +13,7 @@ CONDA_NAMES = {"pytorch": "torch"}
 
 
 def normalized(requirement: str) -> tuple[str, frozenset]:
-    """(name, set of version clauses): ``torch<3,>=2.4`` == ``torch >=2.4,<3``; an environment
+    """(name, set of version clauses): ``torch<3,>=2.9`` == ``torch >=2.9,<3``; an environment
     marker (``; sys_platform == 'linux'``) is not a version clause."""
     requirement = requirement.split(";")[0]
     name, spec = re.match(r"\s*([A-Za-z0-9._-]+)\s*(.*)", requirement).groups()
