@@ -99,3 +99,17 @@ def test_two_workers_run_files_side_by_side_with_one_table_of_seconds(tmp_path):
     rows = {name: float(s) for s, name in re.findall(r"^\s+([\d.]+)\s+(\S+\.py)$", table, re.M)}
     assert rows["test_one.py"] >= 1.5 and rows["test_two.py"] >= 1.2
     assert re.search(r"all files \(2 workers side by side, busy: gw0 \d+ s, gw1 \d+ s\)", table)
+
+
+def test_ci_sets_up_as_the_readme_does_with_no_torch_of_its_own():
+    """CI checks the torch a newcomer's `make test` gets (torch_setup's choice), not a pin."""
+    run = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^make test$", run, re.M)
+    assert not re.search(r"pip install[^\n]*torch", run)
+
+
+def test_make_test_keeps_each_files_tests_on_one_worker():
+    """A notebook's cells share one kernel, in order: files, not tests, are handed out."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1)
+    assert "-m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder" in recipe

