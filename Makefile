@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup instructor dev course test lint publish-labs site
+.PHONY: setup instructor dev course test compat lint publish-labs site
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,19 @@ course: setup
 	$(BIN)/python -m course_utils doctor || true
 	$(BIN)/python -m course_utils open .
 
+# The unit tests and every lesson and solution under nbval, TEST_WORKERS files at a time
+# (pytest-xdist; a notebook's cells stay together, in order, in one kernel), the slowest files
+# handed out first, each worker with torch threads = CPUs / workers and OMP_WAIT_POLICY=PASSIVE
+# (conftest.py). PYTEST_ARGS adds options (`make test PYTEST_ARGS="-k grading"`).
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(VENV)/.installed-site
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The torch range the course allows, end to end (maintainers, before changing it; long, and
+# several GB of downloads): the oldest torch, the newest one pip finds, and Python 3.13, each in
+# a fresh environment under .compat/ running the unit tests and nbval (.ci/torch_range).
+compat:
+	.ci/torch_range
 
 # The course as a static website in site/, from the committed notebooks (nothing is re-run).
 site: setup $(VENV)/.installed-site

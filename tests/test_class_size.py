@@ -153,6 +153,7 @@ def test_the_same_command_again_grades_only_what_was_not_finished(klass):
     assert klass["second"].returncode == 0, klass["second"].stderr[-2000:]
     graded = graded_students(klass["second"].stdout)
     assert len(graded) == len(set(graded)) == CLASS_SIZE - klass["finished_before_kill"]
+    assert {klass["kinds"][s] for s in graded} == set(klass["kinds"].values())  # every kind
 
 
 def test_the_resumed_gradebook_is_what_an_uninterrupted_run_gives_byte_for_byte(klass):

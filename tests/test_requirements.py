@@ -13,7 +13,7 @@ CONDA_NAMES = {"pytorch": "torch"}
 
 
 def normalized(requirement: str) -> tuple[str, frozenset]:
-    """(name, set of version clauses): ``torch<3,>=2.4`` == ``torch >=2.4,<3``; an environment
+    """(name, set of version clauses): ``torch<3,>=2.9`` == ``torch >=2.9,<3``; an environment
     marker (``; sys_platform == 'linux'``) is not a version clause."""
     requirement = requirement.split(";")[0]
     name, spec = re.match(r"\s*([A-Za-z0-9._-]+)\s*(.*)", requirement).groups()
@@ -49,6 +49,16 @@ def test_doctor_checks_exactly_the_packages_of_pyproject_by_role():
     for extra, listed in PROJECT["optional-dependencies"].items():
         here = {normalized(r) for r in listed if doctor.applies(r, extra)}  # markers: this OS
         assert {normalized(r) for r in groups[extra]} == here
+
+
+def test_every_torch_range_the_package_writes_out_is_pyprojects():
+    """The Gradescope image's setup installs torch with the course's own range."""
+    torch = normalized(next(r for r in PROJECT["dependencies"] if r.startswith("torch")))
+    clause = r"[<>=!]=?\s*\d[\d.]*"
+    written = re.findall(rf"torch\s*{clause}(?:\s*,\s*{clause})*", "".join(
+        p.read_text(encoding="utf-8") for p in (ROOT / "course_utils").rglob("*.py")
+    ))  # fmt: skip
+    assert written and all(normalized(w) == torch for w in written)
 
 
 def test_doctor_skips_a_requirement_whose_marker_does_not_hold_here():

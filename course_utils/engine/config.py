@@ -8,7 +8,7 @@ from .policy import PRECISIONS
 
 OPTIMIZERS = ("adamw", "muon")
 OPTIMIZER_HELP = (
-    "adamw (default): AdamW for every parameter; muon: torch.optim.Muon (torch >= 2.9) for the "
+    "adamw (default): AdamW for every parameter; muon: torch.optim.Muon for the "
     "hidden matrices at TrainConfig.muon_lr, AdamW at --lr for the rest, on one schedule"
 )
 # The fields that change what a run computes: a resume must keep them (see resume.py).

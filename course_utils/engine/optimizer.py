@@ -51,16 +51,11 @@ def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
 
 
 def muon_optimizer(model: nn.Module, config, fused: bool | None = None, device=None) -> Optimizers:
-    """``torch.optim.Muon`` (torch >= 2.9) for :func:`hidden_matrices`, at ``config.muon_lr``
+    """``torch.optim.Muon`` for :func:`hidden_matrices`, at ``config.muon_lr``
     with no weight decay, momentum 0.95 (Nesterov) and the original learning-rate scale, as
     modded-nanogpt trains; AdamW at ``config.lr`` for the rest. Each group's ``lr_scale`` keeps
     both on the one schedule (:meth:`Optimizers.set_lr`). On a CPU that emulates bf16 its
     Newton-Schulz iterations run in float32 (:class:`Float32Muon`)."""
-    if getattr(torch.optim, "Muon", None) is None:
-        raise ValueError(
-            f"optimizer='muon' needs torch.optim.Muon (torch >= 2.9); this is torch "
-            f"{torch.__version__}: upgrade torch, or use optimizer='adamw' (--optimizer adamw)"
-        )
     matrices = hidden_matrices(model)
     ids = {id(p) for p in matrices}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
@@ -176,11 +171,5 @@ def clip_and_measure(params: list[torch.Tensor], max_norm: float | None) -> torc
 
 
 def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
-    """The global 2-norm of ``grads``: ``nn.utils.get_total_norm`` where torch has it (2.6+),
-    else the same norm of the per-tensor norms, computed here."""
-    get_total_norm = getattr(nn.utils, "get_total_norm", None)
-    if get_total_norm is not None:
-        return get_total_norm(grads)
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    """The global 2-norm of ``grads`` (``nn.utils.get_total_norm``), as clipping computes it."""
+    return nn.utils.get_total_norm(grads)

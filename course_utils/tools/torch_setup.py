@@ -30,7 +30,7 @@ REPORT = (
 
 
 def torch_requirement(pyproject: Path = PYPROJECT) -> str:
-    """The torch requirement of the course package (``torch>=2.4,<3``), from pyproject.toml."""
+    """The torch requirement of the course package (``torch>=2.9,<3``), from pyproject.toml."""
     deps = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
     return next(d for d in deps if d.replace(" ", "").startswith(("torch>", "torch<", "torch=")))
 
