@@ -52,7 +52,9 @@ LAB_AS_CODE = re.compile(r"(?<!\[)`(labs/\d\d_[a-z0-9_]+\.ipynb)`")
 
 def kernel_python_version() -> str:
     """The ``language_info.version`` the course's kernel reports: this environment's Python
-    (publishing runs the lessons in a kernel of this environment)."""
+    (publishing runs the lessons in a kernel of this environment). A notebook that already
+    names one keeps it: the version it was published with, so that normalizing or building
+    the labs under another Python (3.12, 3.13) changes nothing."""
     return platform.python_version()
 
 
@@ -73,7 +75,7 @@ def normalize(nb, folder: str) -> None:
     """Bring ``nb`` (of the course folder ``folder``) into its stored form, in place."""
     language = nb.metadata.get("language_info")
     if language is not None and language.get("name") == "python":
-        language["version"] = kernel_python_version()
+        language.setdefault("version", kernel_python_version())
     if WIDGET_STATE in nb.metadata.get("widgets", {}):
         nb.metadata["widgets"] = {WIDGET_STATE: dict(STATE_BEFORE_A_RUN)}
     for cell in nb.cells:
