@@ -126,8 +126,7 @@ def main(argv=None) -> int:
     seeds = parse_seeds(args.seeds)
     runs = [(seed, order) for seed in seeds for order in ORDERS]  # seed by seed, both orders
     results: dict[int, dict[str, dict]] = {seed: {} for seed in seeds}
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+    with executor(args.jobs) as pool:
         futures = {
             pool.submit(run_seed, seed, ORDERS[order], args.steps, args.eval_every, args.threads):
             (seed, order)
@@ -146,6 +145,24 @@ def main(argv=None) -> int:
     if args.out is not None:
         print(f"written: {args.out}")
     return 0
+
+
+class InProcess(concurrent.futures.Executor):
+    """Runs each submitted call at once, in this process (``--jobs 1``)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = concurrent.futures.Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def executor(jobs: int) -> concurrent.futures.Executor:
+    """``jobs`` worker processes (spawned: torch's threads do not survive a fork), or this
+    process alone for one job."""
+    if jobs <= 1:
+        return InProcess()
+    context = multiprocessing.get_context("spawn")
+    return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context)
 
 
 def write(path: Path, text: str) -> None:
