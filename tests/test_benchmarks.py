@@ -447,3 +447,47 @@ def test_time_to_loss_ratio_is_nanogpt_seconds_over_ours(capsys, monkeypatch):
     )
     assert not to_loss.report([row("ours", 10.0), row("nanogpt", None, total=12.0)], args)
     assert not to_loss.report([row("ours", None), row("nanogpt", 5.0)], args)
+
+
+def test_sumgpt_digit_order_trains_and_scores_each_order_in_its_own_format(
+    capsys, monkeypatch, tmp_path
+):
+    order = load_benchmark("sumgpt_digit_order")
+    trained, scored = [], []
+    real_batches, real_correct = sumgpt.SumBatches, sumgpt.correct_answers
+
+    def batches(batch_size, seed=0, reverse=True, mask=True):
+        trained.append(reverse)
+        return real_batches(batch_size, seed=seed, reverse=reverse, mask=mask)
+
+    def correct(model, a, b, reverse=True, **kw):
+        scored.append(reverse)
+        return real_correct(model, a, b, reverse, **kw)
+
+    monkeypatch.setattr(sumgpt, "SumBatches", batches)
+    monkeypatch.setattr(sumgpt, "correct_answers", correct)
+    out = tmp_path / "digit_order.md"
+    argv = ["--seeds", "0-1", "--steps", "2", "--eval-every", "1", "--out", str(out)]
+    assert order.main(argv) == 0
+    assert trained == [True, False, True, False]  # seed by seed, reversed then plain
+    assert set(scored) == {True, False} and scored[0] is True
+    body = table(capsys.readouterr().out, "| seed |")
+    assert [r[0] for r in body] == ["0", "1", "median"]
+    assert body[0][1:] == ["-"] * 4 and body[2][1:] == [">2 (2 missed)"] * 4
+    written = out.read_text()
+    assert written.startswith("| seed | reversed: 99%") and "CPU class" in written
+
+
+def test_sumgpt_digit_order_medians_count_a_missed_seed_as_beyond_the_schedule():
+    order = load_benchmark("sumgpt_digit_order")
+    r = {
+        "reversed": {"reached": {0.99: 300, 0.999: 500}},
+        "plain": {"reached": {0.99: 700, 0.999: None}},
+    }
+    s = {
+        "reversed": {"reached": {0.99: 500, 0.999: 900}},
+        "plain": {"reached": {0.99: 900, 0.999: 1500}},
+    }
+    rows = table(order.table({0: r, 1: s, 2: s}, 2000), "| seed |")
+    assert rows[0] == ["0", "300", "500", "700", "-"]
+    assert rows[-1] == ["median", "500", "900", "900", "1,500 (1 missed)"]

@@ -106,6 +106,43 @@ def test_published_notebooks_are_fully_executed_and_labs_are_empty(path):
         assert not errors, f"{path.name}: a published cell raised {errors[0].ename}"
 
 
+FIGURE_TEXT = re.compile(r"^<Figure size \d+x\d+ with \d+ Axes>$")
+IMAGE_MIMES = ("image/png", "image/svg+xml", "image/jpeg")
+
+
+def bare_figures(nb) -> list[int]:
+    """Indexes of the cells with an output that is matplotlib's ``<Figure ...>`` text and no
+    image: a figure the kernel could not draw (no inline backend), which the site shows as text."""
+    bare = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = data.get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else text
+            if FIGURE_TEXT.match(text.strip()) and not any(m in data for m in IMAGE_MIMES):
+                bare.append(i)
+    return bare
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_stored_figure_has_its_image(path):
+    bare = bare_figures(nbformat.read(path, as_version=4))
+    assert not bare, (
+        f"{path.name}: cell(s) {bare} stored a figure as bare text with no image: start the "
+        f"notebook with `%matplotlib inline` and republish it"
+    )
+
+
+def test_a_figure_without_its_image_is_found():
+    cell = nbformat.v4.new_code_cell("fig")
+    figure = {"text/plain": "<Figure size 700x320 with 1 Axes>"}
+    cell.outputs = [nbformat.v4.new_output("execute_result", data=figure, execution_count=1)]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("x"), cell])
+    assert bare_figures(nb) == [1]
+    cell.outputs[0].data["image/png"] = "iVBORw0KGgo="
+    assert bare_figures(nb) == []
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_is_valid_nbformat_with_a_python_kernel(path):
     nb = nbformat.read(path, as_version=4)

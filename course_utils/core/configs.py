@@ -8,8 +8,9 @@ from .model import GPTConfig
 
 
 def mini_lm_config(n_layer: int = 4, **overrides) -> GPTConfig:
-    """Seed 000's ``MiniTransformerLM``: V=100, d=32, h=4, d_ff=128, learned positions up to 64,
-    biased attention and MLP, a final LayerNorm, a tied head, and PyTorch's default init."""
+    """The stacked-model chapter's ``MiniTransformerLM``: V=100, d=32, h=4, d_ff=128, learned
+    positions up to 64, biased attention and MLP, a final LayerNorm, a tied head, and PyTorch's
+    default init."""
     config = GPTConfig(
         vocab_size=100,
         block_size=64,
@@ -29,8 +30,8 @@ def mini_lm_config(n_layer: int = 4, **overrides) -> GPTConfig:
 
 
 def frozen_decoder_config(tie_weights: bool = True, **overrides) -> GPTConfig:
-    """Seed 002's frozen decoder: V=8, context 4, d=4, L=2, h=2, d_ff=8, pre-LayerNorm, ReLU,
-    attention without bias, biased MLP, final LayerNorm, no output bias."""
+    """The frozen-decoder audit's decoder: V=8, context 4, d=4, L=2, h=2, d_ff=8, pre-LayerNorm,
+    ReLU, attention without bias, biased MLP, final LayerNorm, no output bias."""
     config = GPTConfig(
         vocab_size=8,
         block_size=4,

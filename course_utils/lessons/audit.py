@@ -1,4 +1,4 @@
-"""The frozen decoder audit (seed 002): every contract of a decoder, checked in a fixed order.
+"""The frozen-decoder audit: every contract of a decoder, checked in a fixed order.
 
 ``audit(model, batch)`` runs eight checks on a :class:`course_utils.core.model.GPT` and a batch
 ``(inputs, targets)`` in the order the seed gives, prints a pass/fail line per check and returns
@@ -416,7 +416,7 @@ def _trace(model: GPT, x: torch.Tensor) -> dict:
 def audit(
     model: GPT, batch: tuple[torch.Tensor, torch.Tensor], verbose: bool = True, tol: float = 1e-5
 ) -> AuditReport:
-    """Run the eight checks in the seed's order on ``batch = (inputs, targets)`` (targets of
+    """Run the eight checks in the audit's order on ``batch = (inputs, targets)`` (targets of
     ignored positions are IGNORE_INDEX), print a PASS/FAIL line per check and return the report.
     Every check runs even after a failure, so the report shows everything that is wrong."""
     device = next(model.parameters()).device

@@ -1,6 +1,7 @@
-"""The model inspector (seed 001's capstone): parameter split, memory, and a container audit.
+"""The model inspector (the torch.nn internals chapter's capstone): parameter split, memory,
+and a container audit.
 
-``python -m course_utils inspect --dim 1024 --layers 12`` inspects the seed's MLP stack;
+``python -m course_utils inspect --dim 1024 --layers 12`` inspects the chapter's MLP stack;
 ``--config NAME`` inspects one of the course's transformer configurations instead.
 """
 
@@ -18,7 +19,8 @@ from ..core.model import GPT
 
 
 def mlp_stack(dim: int, layers: int) -> nn.Sequential:
-    """Seed 001's test model: ``layers`` x [Linear(dim, 4 dim), GELU, Linear(4 dim, dim)]."""
+    """The torch.nn internals chapter's test model: ``layers`` x [Linear(dim, 4 dim), GELU,
+    Linear(4 dim, dim)]."""
     modules: list[nn.Module] = []
     for _ in range(layers):
         modules += [nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim)]

@@ -1,9 +1,10 @@
-"""BookGPT (seed 003): a character-level GPT trained on a prepared book corpus, and sampled.
+"""BookGPT (the FLOPs/SumGPT/BookGPT write-up): a character-level GPT trained on a prepared book
+corpus, and sampled.
 
 The corpus side (``bookgpt prepare``, memmaps, ``batch_at``) is :mod:`course_utils.projects.corpus`;
 this module is the recipe handed to the engine (:func:`course_utils.engine.training.train`):
 
-* :data:`CONFIGS`: ``cpu`` (a short CPU run), ``tiny`` (tests) and the seed's
+* :data:`CONFIGS`: ``cpu`` (a short CPU run), ``tiny`` (tests) and the write-up's
   three shapes, ``baseline`` (d 128, 4 heads, 4 blocks, context 256), ``larger`` (d 256, 8
   heads, 6 blocks) and ``ctx512`` (the larger model at context 512, batch halved).
 * :func:`train_run`: the model, ``batch_at(step)`` (the batch depends on the seed and the step
@@ -12,7 +13,7 @@ this module is the recipe handed to the engine (:func:`course_utils.engine.train
   checkpoints, resume, DDP under ``torchrun``).
 * :func:`load_checkpoint` / :func:`sample_text`: generation from a checkpoint, deterministic
   for a seed; :func:`sample_statistics` / :func:`temperature_trend`: lesson 12's judgement of
-  samples across temperatures; :func:`recorded_reference_runs`: the seed's three
+  samples across temperatures; :func:`recorded_reference_runs`: the write-up's three
   configurations trained on a GPU.
 
 Command line: ``python -m course_utils bookgpt prepare|train|sample`` (:func:`configure`).
@@ -117,7 +118,8 @@ CONFIGS: dict[str, RunConfig] = {
         dict(steps=20, lr=3e-3, warmup_steps=4, eval_every=5, checkpoint_every=5),
         batch_size=8, eval_batches=2,
     ),
-    # seed 003's configurations: batch 128 at context 256, halved to 64 at context 512
+    # the FLOPs/SumGPT/BookGPT write-up's configurations: batch 128 at context 256, halved to 64
+    # at context 512
     "baseline": _config(
         "baseline", dict(n_embd=128, n_head=4, n_layer=4, block_size=256, dropout=0.1),
         dict(steps=5000, lr=1e-3, warmup_steps=200), batch_size=128,
@@ -351,7 +353,7 @@ RECORDED_REFERENCE_RUNS = Path(__file__).parent / "recorded" / "bookgpt_referenc
 
 
 def recorded_reference_runs() -> dict:
-    """The seed's three configurations (baseline, larger, ctx512) trained once on a GPU by
+    """The write-up's three configurations (baseline, larger, ctx512) trained once on a GPU by
     ``benchmarks/bookgpt_reference_runs.py --record``: the command, the machine, and per run
     the evaluations and a sample. Lesson 12 reads it, since those runs take hours on a CPU."""
     return json.loads(RECORDED_REFERENCE_RUNS.read_text(encoding="utf-8"))

@@ -1,4 +1,5 @@
-"""SumGPT: a small GPT that adds two three-digit numbers (lesson 11, seed 003).
+"""SumGPT: a small GPT that adds two three-digit numbers (lesson 11; from the FLOPs/SumGPT/BookGPT
+write-up).
 
 The format: ``123+456=`` then the sum's four digits **units first** (``579`` -> ``9750``), then a
 newline. Operands are zero-padded to 3 digits and the answer to 4 (999 + 999 = 1998), so every
@@ -52,8 +53,8 @@ HELDOUT_SALT = 0x5EED_0003
 
 
 def sumgpt_config(**overrides) -> GPTConfig:
-    """Seed 003's SumGPT: d_model 128, 4 heads, 4 blocks, context 12, over 13 tokens; the
-    course's pre-LN GELU GPT with GPT-2 init and a tied head."""
+    """The FLOPs/SumGPT/BookGPT write-up's SumGPT: d_model 128, 4 heads, 4 blocks, context 12,
+    over 13 tokens; the course's pre-LN GELU GPT with GPT-2 init and a tied head."""
     base = dict(vocab_size=len(VOCAB), block_size=BLOCK_SIZE, n_layer=4, n_head=4, n_embd=128)
     return GPTConfig(**{**base, **overrides})
 

@@ -1,10 +1,11 @@
 """BookGPT's offline book corpus: load books, split each one 90/10, encode characters, audit.
 
-Seed 003 trained a character-level GPT on novels and learned two lessons about data: its first
-corpus was full of machine translations and duplicated fragments (the model copied them), and a
-validation set must be cut from *every* book, not from the last books of a concatenation. This
-package turns a set of books into ``train.bin`` / ``val.bin`` / ``meta.json`` the same way every
-time, without touching the network, and prints an audit that makes such problems visible.
+The FLOPs/SumGPT/BookGPT write-up trained a character-level GPT on novels and learned two lessons
+about data: its first corpus was full of machine translations and duplicated fragments (the
+model copied them), and a validation set must be cut from *every* book, not from the last books
+of a concatenation. This package turns a set of books into ``train.bin`` / ``val.bin`` /
+``meta.json`` the same way every time, without touching the network, and prints an audit that
+makes such problems visible.
 
 One module per job, each name re-exported here (``from course_utils.projects.corpus import X``
 and ``corpus.X`` are the ways in):

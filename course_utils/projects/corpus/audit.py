@@ -1,8 +1,9 @@
 """The corpus audit: paragraphs repeated across books, validation text that is also in train,
 and rare characters, counted book by book so that a gigabyte of books never sits in memory.
 
-Seed 003's first corpus was full of machine translations and duplicated fragments, and the
-model learned to copy them; a paragraph in one book's train part and another's val part leaks.
+The FLOPs/SumGPT/BookGPT write-up's first corpus was full of machine translations and duplicated
+fragments, and the model learned to copy them; a paragraph in one book's train part and
+another's val part leaks.
 :func:`scan_paragraphs` turns one book into compact hashes (numpy arrays); a
 :class:`DuplicateTally` adds books one at a time and remembers, per distinct paragraph, how
 often and in how many books it occurs; :func:`leaked` compares the val hashes with the train

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_OUT_DIR = Path("data/bookgpt")  # relative to the working directory; data/ is git-ignored
-VAL_FRACTION = 0.1  # the seed's split: the last 10% of every book is validation
+VAL_FRACTION = 0.1  # the write-up's split: the last 10% of every book is validation
 PREPARE_COMMAND = "python -m course_utils bookgpt prepare --corpus default --out {out}"
 FORMAT_VERSION = 1
 SPLITS = ("train", "val")
