@@ -1,7 +1,7 @@
-"""Seed 003's three BookGPT runs (baseline, larger, ctx512) on our corpus, with the seed's losses.
+"""The BookGPT write-up's three runs (baseline, larger, ctx512) on our corpus, with its losses.
 
     python benchmarks/bookgpt_reference_runs.py [--steps 4750] [--configs baseline,larger,ctx512]
-        [--data data/bookgpt] [--out runs/seed003] [--parallel] [--time-limit S]
+        [--data data/bookgpt] [--out runs/reference] [--parallel] [--time-limit S]
         [--record course_utils/projects/recorded/bookgpt_reference_runs.json]
         [--compare-with course_utils/projects/recorded/bookgpt_reference_runs.json]
 
@@ -9,8 +9,8 @@ Each configuration is trained with ``python -m course_utils bookgpt train --conf
 --steps STEPS`` (a GPU when there is one: bf16 autocast and fused attention), one process per
 run; ``--parallel`` starts them together (small models leave most of a large GPU idle). A run
 still going after ``--time-limit`` seconds is stopped; its log holds every evaluation up to its
-last checkpoint. The table puts the validation loss at steps 2000 and 4750 beside the seed's (its
-Italian corpus, V=140: a scale, not a point-for-point comparison), and ``--record`` writes the
+last checkpoint. The table puts the validation loss at steps 2000 and 4750 beside the write-up's
+(its Italian corpus, V=140: a scale, not a point-for-point comparison); ``--record`` writes the
 evaluations, the machine, the script and the git commit it ran at, and a sample of each model to
 a JSON file, which lesson 12 reads. ``--compare-with FILE`` then compares the fresh recording
 with FILE (:func:`compare`) and exits 1 past the tolerance. These runs take minutes on a GPU and
@@ -54,7 +54,7 @@ def parse(argv):
     p.add_argument("--steps", type=int, default=4750)
     p.add_argument("--configs", default="baseline,larger,ctx512")
     p.add_argument("--data", type=Path, default=corpus.DEFAULT_OUT_DIR)
-    p.add_argument("--out", type=Path, default=Path("runs/seed003"))
+    p.add_argument("--out", type=Path, default=Path("runs/reference"))
     p.add_argument("--parallel", action="store_true", help="run the configurations together")
     p.add_argument("--time-limit", type=float, default=None, help="seconds before runs stop")
     p.add_argument("--record", type=Path, default=None, help="write the results as JSON here")

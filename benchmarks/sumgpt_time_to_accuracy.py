@@ -1,4 +1,4 @@
-"""Time to accuracy for SumGPT, per seed: train the seed document's adder from scratch with the
+"""Time to accuracy for SumGPT, per seed: train the write-up's adder from scratch with the
 engine and time it to 99% and 99.9% exact match on 10,000 held-out sums.
 
     python benchmarks/sumgpt_time_to_accuracy.py [--seeds 0-7] [--recipe lesson] [--steps N]

@@ -1,4 +1,4 @@
-"""Tests of course_utils.projects.bookgpt: BookGPT's train / resume / DDP / sample (seed 003)."""
+"""Tests of course_utils.projects.bookgpt: BookGPT's train / resume / DDP / sample."""
 
 from __future__ import annotations
 

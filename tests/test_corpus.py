@@ -1,4 +1,4 @@
-"""Tests of course_utils.projects.corpus: BookGPT's offline book corpus (seed 003)."""
+"""Tests of course_utils.projects.corpus: BookGPT's offline book corpus (the BookGPT write-up)."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def test_memory_estimate_matches_adamw_state_after_a_step():
     assert estimate.weights == 4 * count_parameters(model)
 
 
-def test_inspector_cli_prints_the_seed001_capstone_count(capsys):
+def test_inspector_cli_prints_the_internals_chapter_capstone_count(capsys):
     assert main(["--dim", "1024", "--layers", "12"]) == 0
     out = capsys.readouterr().out
     assert "parameters:  100,724,736" in out

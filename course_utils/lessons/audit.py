@@ -1,8 +1,8 @@
 """The frozen-decoder audit: every contract of a decoder, checked in a fixed order.
 
 ``audit(model, batch)`` runs eight checks on a :class:`course_utils.core.model.GPT` and a batch
-``(inputs, targets)`` in the order the seed gives, prints a pass/fail line per check and returns
-an :class:`AuditReport`:
+``(inputs, targets)`` in the frozen-decoder audit's order, prints a pass/fail line per check and
+returns an :class:`AuditReport`:
 
 1. ID and context ranges            5. tied parameter identity and vocabulary logits
 2. lookup and position rows         6. input-target shift
