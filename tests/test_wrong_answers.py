@@ -30,7 +30,8 @@ FAILED_CHECKS = {"CheckFailed", "ValuesDiffer"}  # a check's failure, not a cras
 # lab -> test cell -> (answer cell, {solution text: the mistake that replaces it}).
 WRONG = {
     "01_tokens_and_embeddings": {
-        "ex1-check": ("ex1-answer", {"itos = sorted(set(text))": "itos = list(dict.fromkeys(text))"}),
+        "ex1-check": ("ex1-answer", {"itos = sorted(set(text))":
+                                     "itos = list(dict.fromkeys(text))"}),
         "ex2-check": ("ex2-answer", {"return one_hot @ weight": "return weight[ids]"}),
         "ex3-check": ("ex3-answer", {"tok_weight[ids] + pos_weight[positions]": "tok_weight[ids]"}),
         "ex4-check": ("ex4-answer", {"65 * 128  #": "65 * 128 + 128  #"}),
@@ -55,11 +56,12 @@ WRONG = {
     },
     "04_torch_nn_internals": {
         "ex1-check": ("ex1-answer", {", persistent=False": ""}),
-        "ex2-check": ("ex2-answer", {"nn.init.kaiming_normal_(module.weight, nonlinearity=\"relu\")":
+        "ex2-check": ("ex2-answer", {'nn.init.kaiming_normal_(module.weight, nonlinearity="relu")':
                                      "nn.init.xavier_normal_(module.weight)"}),
-        "ex3-check": ("ex3-answer", {"return (params + buffers) / 2**20": "return params / 2**20"}),
+        "ex3-check": ("ex3-answer", {"return (params + buffers) / 2**20":
+                                     "return params / 2**20"}),
         "ex4-check": ("ex4-answer", {"clamp(-5.0, 5.0)": "clamp(max=5.0)"}),
-        "ex5-check": ("ex5-answer", {"key.removeprefix(\"module.\")": "key.replace(\"module.\", \"\")"}),
+        "ex5-check": ("ex5-answer", {'key.removeprefix("module.")': 'key.replace("module.", "")'}),
         "ex6-check": ("ex6-answer", {"model.stage1.requires_grad_(False)": "pass"}),
     },
     "05_stacked_model": {
@@ -68,7 +70,8 @@ WRONG = {
         "ex3-check": ("ex3-answer", {"[first] * len(model.blocks)": "list(model.blocks)"}),
         "ex4-check": ("ex4-answer", {"model.named_parameters(remove_duplicate=False)":
                                      "model.named_parameters()"}),
-        "ex5-check": ("ex5-answer", {"per_block = 12 * 64 * 64 + 13 * 64": "per_block = 12 * 64 * 64"}),
+        "ex5-check": ("ex5-answer", {"per_block = 12 * 64 * 64 + 13 * 64":
+                                     "per_block = 12 * 64 * 64"}),
     },
     "06_initialization_variance": {
         "ex1-check": ("ex1-answer", {"math.sqrt(2.0 / (fan_in + fan_out))":
@@ -93,7 +96,7 @@ WRONG = {
                                      "(lse - z_y).sum() / targets.numel()"}),
         "ex4-check": ("ex4-answer", {"(model(changed)[:, :t] - base[:, :t])":
                                      "(model(changed)[:, t:] - base[:, t:])"}),
-        "ex5-check": ("ex5-answer", {'make_batch(["A B C", "B A", "C"])': 'make_batch(["A B C"])'}),
+        "ex5-check": ("ex5-answer", {"audit(net, batch": 'audit(mystery["P"], batch'}),
     },
     "09_flop_accounting": {
         "ex1-check": ("ex1-answer", {"4 * B * T * T * C": "2 * B * T * T * C"}),
@@ -124,7 +127,8 @@ WRONG = {
                                      "round(len(b) * val_fraction)"}),
         "ex2-check": ("ex2-answer", {"return chunk[:, :-1], chunk[:, 1:]":
                                      "return chunk[:, :-1], chunk[:, :-1]"}),
-        "ex3-check": ("ex3-answer", {"logits / temperature": "logits * temperature"}),
+        "ex3-check": ("ex3-answer", {"torch.softmax(logits / temperature":
+                                     "torch.softmax(logits * temperature"}),
         "ex4-check": ("ex4-answer", {" + T * d + ": " + "}),
     },
     "13_fast_on_your_cpu": {
