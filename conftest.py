@@ -23,6 +23,7 @@ SLOWEST_FIRST = (
     "notebooks/12_bookgpt.ipynb",
     "tests/test_notebooks.py",
     "tests/test_class_size.py",
+    "tests/test_wrong_answers.py",
     "tests/test_gradescope.py",
     "tests/test_claim_controls.py",
 )

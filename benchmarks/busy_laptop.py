@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 VARIANTS = {  # name -> (OMP_WAIT_POLICY or None for libgomp's default, threads or None: torch's)
     "course": ("PASSIVE", None),
@@ -127,4 +128,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import record  # a sibling module: --results FILE records the tables
+
+    sys.exit(record.run(main))

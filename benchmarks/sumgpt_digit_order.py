@@ -171,4 +171,6 @@ def write(path: Path, text: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import record  # a sibling module: --results FILE records the tables
+
+    sys.exit(record.run(main))

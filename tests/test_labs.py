@@ -120,7 +120,9 @@ def test_grading_scores_the_solution_the_untouched_lab_and_a_wrong_answer(soluti
     not_done = [s.split(":")[0] for s in untouched if "is not done yet" not in s]
     assert not not_done, f"no one-line 'not done yet' message for {not_done}"
     if solution.stem == "01_tokens_and_embeddings":
-        assert f"ex1-check: 0 / 2\n\n{ISSUE_EXAMPLE}\n" in "\n## ".join(untouched)
+        assert f"Exercise 1: a character tokenizer: 0 / 2\n\n{ISSUE_EXAMPLE}\n" in "\n## ".join(
+            untouched
+        )
     tests = {
         c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader["points"])
         for c in _graded_cells(nbformat.read(solution, as_version=4))

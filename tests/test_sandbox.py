@@ -303,10 +303,16 @@ def test_memory_over_the_cap_fails_the_cell_not_the_grading(sandboxed):
 
 def test_four_processes_over_the_hand_ins_total_lose_only_its_own_cells(sandboxed):
     # 4 x 1.5 GiB, each under the 2G per-process cap: the hand-in's cgroup (2G in all) kills
-    # some of them (or they stall until the cell's timeout), so its first exercise scores 0;
-    # its other exercises and the other hand-ins of the run score as usual
+    # some of them (or they stall until the cell's timeout), so its first exercise scores 0.
+    # Which process the kernel's OOM killer picks is its choice: with a CPU build of torch the
+    # notebook's kernel is the smaller and survives (the other exercises score), with a CUDA
+    # build it can be the larger and die with them (its later cells score 0). Either way the
+    # cost stays in that hand-in: the other hand-ins of the run score as usual.
     row = sandboxed["rows"]["hogs"]
-    assert (row["status"], points(row)) == ("graded", {**FULL, "ex1_test": 0})
+    scores = points(row)
+    assert row["status"] == "graded" and scores["ex1_test"] == 0, row
+    died = "kernel died" in row["reason"]
+    assert scores == ({**FULL, "ex1_test": 0} if not died else dict.fromkeys(FULL, 0)), row
     assert points(sandboxed["rows"]["honest"]) == FULL
 
 
