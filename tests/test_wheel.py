@@ -83,6 +83,8 @@ def test_the_wheel_carries_the_package_lessons_and_labs_but_no_solutions(wheel):
     assert package <= names, f"left out of the wheel: {sorted(package - names)[:5]}"
     settings = open_course.SETTINGS_DIR / "overrides.json"
     assert settings.relative_to(ROOT).as_posix() in names, "the JupyterLab settings are missing"
+    extension = {p.relative_to(ROOT).as_posix() for p in open_course.EXTENSIONS_DIR.rglob("*.*")}
+    assert extension and extension <= names, "the course's JupyterLab extension is missing"
     for folder in open_course.FOLDERS:
         expected = {
             f"course_utils/course/{folder}/{p.name}" for p in (ROOT / folder).glob("*.ipynb")
@@ -140,6 +142,7 @@ def test_jupyterlab_serves_the_whole_copy_and_opens_lesson_01(tmp_path):
     assert f"--ServerApp.root_dir={tmp_path}" in command and "--no-browser" in command
     assert command[-1] == str(tmp_path / open_course.FIRST_LESSON)
     assert f"--LabApp.app_settings_dir={open_course.SETTINGS_DIR}" in command
+    assert f"--LabApp.extra_labextensions_path={open_course.EXTENSIONS_DIR}" in command
     overrides = json.loads((open_course.SETTINGS_DIR / "overrides.json").read_text())
     assert overrides["@jupyter-widgets/jupyterlab-manager:plugin"] == {"saveState": True}
 

@@ -25,6 +25,9 @@ DEFAULT_DIR = Path("gpt-course")
 # notebook, so a lesson saved after a run draws its widgets when reopened (JupyterLab's own
 # default drops it: "model not found"). A student's own settings still take precedence.
 SETTINGS_DIR = Path(__file__).resolve().parent / "jupyterlab_settings"
+# The course's one JupyterLab extension (plain JavaScript, no build step): restoring that saved
+# widget state when a lesson opens no longer marks it unsaved; a real edit still does.
+EXTENSIONS_DIR = Path(__file__).resolve().parent / "jupyterlab_extensions"
 EXAMPLE = "gpt-course open ~/gpt-course"
 
 
@@ -59,14 +62,15 @@ def copy_course(dest: Path, source: Path | None = None) -> tuple[list[Path], lis
 
 
 def lab_command(dest: Path, browser: bool = True) -> list[str]:
-    """JupyterLab serving the whole of ``dest`` (lessons and labs) with the course's settings,
-    opened at lesson 01: the browser it opens (the file argument) and the URL it prints first
-    (which a student copies where no browser opened) both go to lesson 01, not the Launcher
-    (``custom_display_url`` with a path alone changes the printed path only, token kept); as
-    root (a container) it needs ``--allow-root``."""
+    """JupyterLab serving the whole of ``dest`` (lessons and labs) with the course's settings
+    and extension, opened at lesson 01: the browser it opens (the file argument) and both URLs it
+    prints (which a student copies where no browser opened) go to lesson 01, not the Launcher
+    (its ``default_url``, which the printed URLs and ``/`` take); as root (a container) it needs
+    ``--allow-root``."""
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={dest}"]
     command += [f"--LabApp.app_settings_dir={SETTINGS_DIR}"]
-    command += [f"--ServerApp.custom_display_url=/lab/tree/{FIRST_LESSON}"]
+    command += [f"--LabApp.extra_labextensions_path={EXTENSIONS_DIR}"]
+    command += [f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}"]
     command += [] if browser else ["--no-browser"]
     command += ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     return [*command, str(dest / FIRST_LESSON)]
