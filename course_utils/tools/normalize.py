@@ -85,15 +85,21 @@ def normalize(nb, folder: str) -> None:
             cell.source = link_labs(cell.source)
 
 
-def _texts(path: Path) -> tuple[str, str]:
-    """The notebook's text as stored and in its normal form."""
-    before = Path(path).read_text(encoding="utf-8", errors="replace")
+def read_notebook(path: Path) -> tuple[str, nbformat.NotebookNode]:
+    """The notebook at ``path``: its text as stored and its content (nbformat 4); ValueError in
+    one line when the file is not a notebook."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
     try:
-        nb = nbformat.reads(before, as_version=4)
+        return text, nbformat.reads(text, as_version=4)
     except nbformat.reader.NotJSONError:
         raise ValueError(
             f"{path} is not a notebook (not JSON); give paths to .ipynb files"
         ) from None
+
+
+def _texts(path: Path) -> tuple[str, str]:
+    """The notebook's text as stored and in its normal form."""
+    before, nb = read_notebook(path)
     normalize(nb, folder_of(path))
     return before, nbformat.writes(nb) + "\n"  # a trailing newline, as JupyterLab writes
 

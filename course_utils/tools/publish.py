@@ -11,6 +11,7 @@ import nbformat
 
 from . import labs
 from .cleaning import folder_of, strip
+from .normalize import read_notebook
 
 
 def execute(path: Path, timeout: int = 900) -> None:
@@ -19,12 +20,7 @@ def execute(path: Path, timeout: int = 900) -> None:
     from nbclient import NotebookClient
 
     path = Path(path)
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except nbformat.reader.NotJSONError:
-        raise ValueError(
-            f"{path} is not a notebook (not JSON); give paths to .ipynb files"
-        ) from None
+    _text, nb = read_notebook(path)
     # Idle OpenMP threads sleep instead of spinning: on a busy machine spinning threads wait for
     # each other's time slices at every small op, and a training lesson crawls. The kernel
     # inherits this unless the caller chose otherwise.
