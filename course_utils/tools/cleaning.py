@@ -39,15 +39,19 @@ def nbstripout_command(folder: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "nbstripout", *STRIP_FLAGS[folder], *extra]
 
 
-def strip(path: Path, verify: bool = False) -> subprocess.CompletedProcess:
-    """Clean ``path`` in place with its folder's flags, then store it in JupyterLab's form
-    (:mod:`.normalize`); with ``verify``, only report (a non-zero return code when unclean)."""
-
-    command = nbstripout_command(folder_of(path), *(["--verify"] if verify else []), str(path))
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode == 0 and normalize_file(path, check=verify) and verify:
-        result.returncode = 1
-        result.stdout += f"{path}: not in its stored form: python -m course_utils normalize\n"
+def strip(*paths: Path, verify: bool = False) -> subprocess.CompletedProcess:
+    """Clean ``paths`` (all in one course folder) in place with that folder's flags, in one
+    nbstripout run, then store each in JupyterLab's form (:mod:`.normalize`); with ``verify``,
+    only report (a non-zero return code when one is unclean)."""
+    folders = {folder_of(path) for path in paths}
+    if len(folders) != 1:
+        raise ValueError(f"strip() takes notebooks of one course folder, not {sorted(folders)}")
+    command = nbstripout_command(folders.pop(), *(["--verify"] if verify else []))
+    result = subprocess.run([*command, *map(str, paths)], capture_output=True, text=True)
+    for path in paths if result.returncode == 0 else ():
+        if normalize_file(path, check=verify) and verify:
+            result.returncode = 1
+            result.stdout += f"{path}: not in its stored form: python -m course_utils normalize\n"
     return result
 
 

@@ -63,29 +63,38 @@ def tag_exercises(nb) -> None:
                 tags.append(RUN_ALL_TAG)
 
 
+def render_labs(solutions: list[Path]) -> dict[Path, str]:
+    """The text of the lab each of ``solutions`` generates (one nbstripout run for them all:
+    its start-up, not the cleaning, is what takes the time)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "labs"  # strip() cleans by folder: as labs
+        folder.mkdir()
+        outs = {}
+        for solution in solutions:
+            nb = nbformat.read(solution, as_version=4)
+            resources: dict = {}
+            for preprocessor in _preprocessors():
+                nb, resources = preprocessor.preprocess(nb, resources)
+            tag_exercises(nb)
+            outs[solution] = folder / solution.name
+            nbformat.write(nb, outs[solution])
+        result = strip(*outs.values()) if outs else None
+        if result is not None and result.returncode:
+            raise RuntimeError(f"nbstripout failed on the labs of {solutions}: {result.stderr}")
+        return {solution: out.read_text(encoding="utf-8") for solution, out in outs.items()}
+
+
 def render_lab(solution: Path) -> str:
     """The text of the lab that ``solution`` generates."""
-    nb = nbformat.read(solution, as_version=4)
-    resources: dict = {}
-    for preprocessor in _preprocessors():
-        nb, resources = preprocessor.preprocess(nb, resources)
-    tag_exercises(nb)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "labs" / solution.name  # strip() cleans by folder: as a lab
-        out.parent.mkdir()
-        nbformat.write(nb, out)
-        result = strip(out)
-        if result.returncode:
-            raise RuntimeError(f"nbstripout failed on the lab of {solution}: {result.stderr}")
-        return out.read_text(encoding="utf-8")
+    return render_labs([solution])[solution]
 
 
 def build_all(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[Path]:
     labs.mkdir(exist_ok=True)
     written = []
-    for solution in sorted(solutions.glob("*.ipynb")):
+    for solution, text in render_labs(sorted(solutions.glob("*.ipynb"))).items():
         target = labs / solution.name
-        target.write_text(render_lab(solution), encoding="utf-8")
+        target.write_text(text, encoding="utf-8")
         written.append(target)
         print(f"built {target.relative_to(labs.parent)}")
     return written
@@ -95,9 +104,8 @@ def check_all(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[str]:
     """Problems found: a lab that differs from what its solution builds, or a lab with no
     solution. Empty when everything is in sync."""
     problems = []
-    for solution in sorted(solutions.glob("*.ipynb")):
+    for solution, expected in render_labs(sorted(solutions.glob("*.ipynb"))).items():
         target = labs / solution.name
-        expected = render_lab(solution)
         if not target.exists():
             problems.append(f"{target}: missing; run `python -m course_utils labs build`")
             continue
