@@ -16,16 +16,20 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # pytest-xdist runs files side by side (`--dist loadfile --no-loadscope-reorder`), so that no
 # worker starts a three-minute lesson while the other has nothing left to do. The rest follow in
 # collection order; a file missing here only runs later.
-SLOWEST_FIRST = (
+SLOWEST_FIRST = (  # the longest first, as measured on the CUDA build of torch 2.14
     "notebooks/11_sumgpt.ipynb",
     "tests/test_labs.py",
-    "tests/test_benchmarks.py",
-    "notebooks/12_bookgpt.ipynb",
-    "tests/test_notebooks.py",
-    "tests/test_class_size.py",
-    "tests/test_wrong_answers.py",
+    "tests/test_site.py",
     "tests/test_gradescope.py",
-    "tests/test_claim_controls.py",
+    "tests/test_benchmarks.py",
+    "tests/test_wrong_answers.py",
+    "notebooks/12_bookgpt.ipynb",
+    "tests/test_tamper.py",
+    "tests/test_sandbox.py",
+    "tests/test_class_size.py",
+    "tests/test_bookgpt.py",
+    "tests/test_grading.py",
+    "tests/test_jupyterlab.py",
 )
 
 
