@@ -53,8 +53,9 @@ course: setup
 
 # The unit tests and every lesson and solution under nbval, TEST_WORKERS files at a time
 # (pytest-xdist; a notebook's cells stay together, in order, in one kernel), the slowest files
-# handed out first, each worker with torch threads = CPUs / workers and OMP_WAIT_POLICY=PASSIVE
-# (conftest.py). PYTEST_ARGS adds options (`make test PYTEST_ARGS="-k grading"`).
+# handed out first, each worker with torch threads = CPUs / workers (lessons 11 and 12: every CPU,
+# as a student runs them) and OMP_WAIT_POLICY=PASSIVE (conftest.py). PYTEST_ARGS adds options
+# (`make test PYTEST_ARGS="-k grading"`).
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(VENV)/.installed-site
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)

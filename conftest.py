@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+import pytest
+
 PHASES = ("setup", "call", "teardown")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -48,20 +50,41 @@ def worker_threads(workers: int, cpus: int) -> int:
     return max(1, cpus // max(1, workers))
 
 
-def settle_worker_threads(environ=os.environ) -> None:
+def settle_worker_threads(environ=os.environ) -> str | None:
     """In a pytest-xdist worker: unless the run chose a thread count, give torch (here and in
     every kernel and command a test starts, which inherit the environment) this worker's share
-    of the CPUs, and let idle OpenMP threads sleep rather than spin (OMP_WAIT_POLICY=PASSIVE)."""
+    of the CPUs, and let idle OpenMP threads sleep rather than spin (OMP_WAIT_POLICY=PASSIVE).
+    Returns the share it set (None when it set none)."""
     workers = environ.get("PYTEST_XDIST_WORKER_COUNT")
     if not workers:
-        return
+        return None
+    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if any(name in environ for name in THREAD_VARIABLES):
+        return None
     threads = str(worker_threads(int(workers), cpu_count()))
     for name in THREAD_VARIABLES:
-        environ.setdefault(name, threads)
-    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        environ[name] = threads
+    return threads
 
 
-settle_worker_threads()  # before anything imports torch, which reads them once
+# The lessons that train, run as a student's kernel runs them: on every CPU (waiting without
+# spinning, as the course's kernels do), not on the worker's share, so the suite checks them no
+# slower than a student runs them. A thread count the run chose is kept.
+STUDENT_THREADS = ("notebooks/11_sumgpt.ipynb", "notebooks/12_bookgpt.ipynb")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a file's first item starts its kernel: all CPUs for the lessons of
+    ``STUDENT_THREADS``, the worker's share for everything else."""
+    if WORKER_SHARE is None:
+        return
+    threads = str(cpu_count()) if file_of(item.nodeid) in STUDENT_THREADS else WORKER_SHARE
+    for name in THREAD_VARIABLES:
+        os.environ[name] = threads
+
+
+WORKER_SHARE = settle_worker_threads()  # before anything imports torch, which reads them once
 
 
 def file_of(nodeid: str) -> str:

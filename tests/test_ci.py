@@ -37,6 +37,23 @@ def test_a_worker_sets_threads_and_passive_waits_unless_the_run_chose(monkeypatc
     assert alone == {}
 
 
+def test_the_training_lessons_get_every_cpu_and_the_rest_the_workers_share(monkeypatch):
+    """As a student's kernel runs lessons 11 and 12; a run that chose threads keeps them."""
+    monkeypatch.setattr(root_conftest, "cpu_count", lambda: 4)
+    for name in root_conftest.THREAD_VARIABLES:
+        monkeypatch.setenv(name, "x")  # restored after the test
+    seen = {}
+    for share in ("2", None):
+        monkeypatch.setattr(root_conftest, "WORKER_SHARE", share)
+        for path in ("notebooks/11_sumgpt.ipynb::Cell 3", "tests/test_ci.py::test_x"):
+            root_conftest.pytest_runtest_setup(SimpleNamespace(nodeid=path))
+            seen[share, path.split("::")[0]] = os.environ["OMP_NUM_THREADS"]
+    assert seen == {
+        ("2", "notebooks/11_sumgpt.ipynb"): "4", ("2", "tests/test_ci.py"): "2",
+        (None, "notebooks/11_sumgpt.ipynb"): "2", (None, "tests/test_ci.py"): "2",
+    }  # fmt: skip
+
+
 def test_the_slowest_files_are_handed_out_first_and_the_rest_keep_their_order():
     paths = ["tests/a.py", "tests/a.py", "notebooks/01.ipynb", "tests/slow.py", "tests/b.py"]
     place = root_conftest.slowest_first(paths, slow=("tests/slow.py", "tests/gone.py"))
