@@ -491,3 +491,20 @@ def test_sumgpt_digit_order_medians_count_a_missed_seed_as_beyond_the_schedule()
     rows = table(order.table({0: r, 1: s, 2: s}, 2000), "| seed |")
     assert rows[0] == ["0", "300", "500", "700", "-"]
     assert rows[-1] == ["median", "500", "900", "900", "1,500 (1 missed)"]
+
+
+def test_lesson_figures_prints_every_masked_line_a_lesson_printed(capsys, monkeypatch):
+    import nbformat.v4 as v4
+
+    figures = load_benchmark("lesson_figures")
+    printed = "ratio | 2: measured: 1.04x\na plain line\nthe whole lesson: wall: 6 s\n"
+    cells = [v4.new_markdown_cell("wall: in prose"), v4.new_code_cell(outputs=[
+        v4.new_output("stream", name="stdout", text=printed)])]  # fmt: skip
+    monkeypatch.setattr(figures, "run_lesson", lambda path: v4.new_notebook(cells=cells))
+    assert figures.main(["--lessons", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "### Lesson 03_block_assembly" in out
+    assert "| 1 | ratio / 2: measured: 1.04x |\n| 1 | the whole lesson: wall: 6 s |\n" in out
+    assert "plain" not in out and "prose" not in out
+    with pytest.raises(SystemExit, match="no lesson 99"):
+        figures.lesson_path("99")
