@@ -107,3 +107,17 @@ def test_the_earlier_sumgpt_and_bookgpt_formats_are_read(tmp_path):
     assert state["meta"]["itos"] == list("abcdefg") and state["step"] == 2
     with pytest.raises(CheckpointError, match="written by 'bookgpt', not 'sumgpt'"):
         read_checkpoint(tmp_path / "book.pt", project="sumgpt")
+
+
+def test_a_corrupt_checkpoint_quotes_only_torchs_first_sentence(tmp_path, monkeypatch):
+    """What follows it (advice, which torch 2.9 and 2.13 word differently) stays out, so the
+    line a lesson prints is the same on every torch the course allows."""
+    path = checkpoint.save_checkpoint(tmp_path / "c.pt", tiny(), meta={"project": "x"})
+
+    def load(*args, **kwargs):
+        raise RuntimeError("reading failed: no central directory. This is a miniz error. Retry")
+
+    monkeypatch.setattr(checkpoint.torch, "load", load)
+    with pytest.raises(CheckpointError) as err:
+        read_checkpoint(path)
+    assert "(RuntimeError: reading failed: no central directory);" in str(err.value)

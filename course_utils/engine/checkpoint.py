@@ -100,7 +100,8 @@ def read_checkpoint(path, project: str | None = None) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds (UnpicklingError, RuntimeError, ...)
-        first = (str(err).strip().splitlines() or [""])[0][:200]
+        # torch's first sentence only: the advice after it differs from one torch to the next
+        first = (str(err).strip().splitlines() or [""])[0].split(". ")[0][:200]
         raise CheckpointError(
             f"checkpoint {path} is corrupt or not a PyTorch file ({type(err).__name__}: {first});"
             f" delete it and train again"
