@@ -48,7 +48,9 @@ def strip(*paths: Path, verify: bool = False) -> subprocess.CompletedProcess:
         raise ValueError(f"strip() takes notebooks of one course folder, not {sorted(folders)}")
     command = nbstripout_command(folders.pop(), *(["--verify"] if verify else []))
     result = subprocess.run([*command, *map(str, paths)], capture_output=True, text=True)
-    for path in paths if result.returncode == 0 else ():
+    if result.returncode:
+        return result
+    for path in paths:
         if normalize_file(path, check=verify) and verify:
             result.returncode = 1
             result.stdout += f"{path}: not in its stored form: python -m course_utils normalize\n"
