@@ -162,6 +162,9 @@ def _drawn(driver, path, views: int, seconds: float = 60) -> dict:
 
 def _changes(stored: dict, shown: dict) -> str:
     """What JupyterLab changed in a notebook it opened, for the failure message."""
+    for cell in shown["cells"]:  # JupyterLab gives a cell without attachments None
+        if cell.get("attachments", {}) is None:
+            del cell["attachments"]
     stored, shown = (json.loads(nbformat.writes(nbformat.from_dict(n))) for n in (stored, shown))
     found = [f"metadata.{k}" for k in stored["metadata"].keys() | shown["metadata"].keys()
              if stored["metadata"].get(k) != shown["metadata"].get(k)]  # fmt: skip
