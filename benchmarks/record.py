@@ -144,7 +144,8 @@ def run(main: Callable[[list[str]], object], argv: list[str] | None = None) -> i
     finally:
         sys.stdout = tee.terminal
     module = sys.modules.get(getattr(main, "__module__", ""), None)
-    title = ((getattr(module, "__doc__", None) or script).strip().splitlines() or [script])[0]
+    doc = module.__doc__ if module is not None else None  # None's own __doc__ is text on 3.13
+    title = ((doc or script).strip().splitlines() or [script])[0]
     command = shlex.join(["python", f"benchmarks/{script}.py", *rest])
     path.parent.mkdir(parents=True, exist_ok=True)
     from course_utils.engine.io import atomic_write_text
