@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         started = time.perf_counter()
         lines = masked_lines(run_lesson(path))
         took = time.perf_counter() - started
-        print(f"\n### Lesson {path.stem} (the whole lesson: {took:.0f} s)\n")
+        print(f"\nlesson {path.stem}, run whole in {took:.0f} s:\n")
         print("| cell | what it printed |\n| ---: | --- |")
         for index, line in lines:
             print(f"| {index} | {line.replace('|', '/')} |")

@@ -109,7 +109,7 @@ def as_markdown(output: str) -> str:
             table = []
         if line.startswith("## "):
             close_text()
-            blocks.append("#" + line)  # a CPU class's heading, one level under the title
+            blocks.append(line)  # a CPU class's heading, one level under the page's title
         else:
             text.append(line)
     if table:

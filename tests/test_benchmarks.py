@@ -503,7 +503,7 @@ def test_lesson_figures_prints_every_masked_line_a_lesson_printed(capsys, monkey
     monkeypatch.setattr(figures, "run_lesson", lambda path: v4.new_notebook(cells=cells))
     assert figures.main(["--lessons", "3"]) == 0
     out = capsys.readouterr().out
-    assert "### Lesson 03_block_assembly" in out
+    assert "lesson 03_block_assembly, run whole in" in out
     assert "| 1 | ratio / 2: measured: 1.04x |\n| 1 | the whole lesson: wall: 6 s |\n" in out
     assert "plain" not in out and "prose" not in out
     with pytest.raises(SystemExit, match="no lesson 99"):

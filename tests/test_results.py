@@ -74,7 +74,7 @@ def test_a_recorded_page_holds_the_tables_and_where_and_when_they_were_measured(
     assert re.search(r"Recorded \d{4}-\d\d-\d\d \d\d:\d\d UTC", provenance)
     assert "| --- | ---: |\n| eager | 21.7 |" in page  # a table stays a table
     assert "```text\nbookgpt cpu step, 2 threads\nauto here: fp32 (no bf16 units)\n```" in page
-    assert "\n### CPU class avx2: emulated\n" in page and "```text\ntarget met\n```" in page
+    assert "\n## CPU class avx2: emulated\n" in page and "```text\ntarget met\n```" in page
 
 
 def test_each_cpu_class_childs_tables_are_recorded(record, tmp_path, monkeypatch):
@@ -90,7 +90,8 @@ def test_each_cpu_class_childs_tables_are_recorded(record, tmp_path, monkeypatch
         == 0
     )
     page = out.read_text(encoding="utf-8")
-    assert "### CPU class native:" in page and "| x | ['--cpu-class', 'native'] |" in page
+    assert "\n## CPU class native:" in page and "\n###" not in page  # no level skipped
+    assert "| x | ['--cpu-class', 'native'] |" in page
 
 
 def test_without_the_option_nothing_is_written(record, tmp_path, monkeypatch):
