@@ -111,15 +111,15 @@ def main(argv=None) -> int:
             hog.kill()
             hog.wait()
     course = statistics.median(times["course"]) if "course" in times else None
-    print(f"\n{'variant':<10} {'policy':<8} {'threads':>7} {'ms/update':>10} {'range':>17} "
-          f"{'x course':>9}")  # fmt: skip
+    print("\n| variant | policy | threads | ms/update | range | x course |")
+    print("| --- | --- | ---: | ---: | --- | ---: |")
     for name in names:
         values = [1000 * t for t in times[name]]
         median = statistics.median(values)
         ratio = f"{median / (1000 * course):.2f}" if course else "-"
         policy = VARIANTS[name][0] or "default"
-        print(f"{name:<10} {policy:<8} {threads[name]:>7} {median:10.1f} "
-              f"{min(values):8.1f}-{max(values):<8.1f} {ratio:>9}")  # fmt: skip
+        print(f"| {name} | {policy} | {threads[name]} | {median:.1f} "
+              f"| {min(values):.1f}-{max(values):.1f} | {ratio} |")  # fmt: skip
     if course:
         slowest = max(names, key=lambda n: statistics.median(times[n]))
         verdict = "the course's setting is the slowest" if slowest == "course" else "not slowest"

@@ -508,3 +508,15 @@ def test_lesson_figures_prints_every_masked_line_a_lesson_printed(capsys, monkey
     assert "plain" not in out and "prose" not in out
     with pytest.raises(SystemExit, match="no lesson 99"):
         figures.lesson_path("99")
+
+
+def test_busy_laptop_prints_a_markdown_table_and_names_the_slowest(capsys, monkeypatch):
+    busy = load_benchmark("busy_laptop")
+    per_step = {"course": 0.2, "passive-1": 0.1, "passive-2": 0.2, "spin-1": 0.1, "spin-2": 0.5}
+    monkeypatch.setattr(busy, "run_variant", lambda name, steps: {
+        "per_step": per_step[name], "threads": 1 if name.endswith("1") else 2})  # fmt: skip
+    assert busy.main(["--rounds", "1", "--hogs", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "| variant | policy | threads | ms/update | range | x course |" in out
+    assert "| spin-2 | default | 2 | 500.0 | 500.0-500.0 | 2.50 |" in out
+    assert "course's setting: not slowest (slowest: spin-2)" in out
