@@ -105,6 +105,17 @@ def table(results: dict[int, dict[str, dict]], steps: int) -> str:
     return "\n".join(lines)
 
 
+def recorded_tables(data: dict) -> str:
+    """The table from a recording's data (``record.render``): per seed and order, the update
+    at which each threshold was reached, as ``{"steps": S, "seeds": {"0": {"reversed":
+    {"0.99": 1400, "0.999": 1500}, "plain": {...}}}}``, null where it was not."""
+    results = {
+        int(seed): {o: {"reached": {t: orders[o][str(t)] for t in THRESHOLDS}} for o in ORDERS}
+        for seed, orders in data["seeds"].items()
+    }
+    return table(results, data["steps"])
+
+
 def footer(args) -> str:
     recipe = sumgpt.get_recipe("lesson")
     return (
