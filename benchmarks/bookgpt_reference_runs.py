@@ -205,6 +205,7 @@ def record_and_compare(args, argv: list[str], wall: float, results: list[dict]) 
     }
     record = {
         "script": SCRIPT,
+        "script_at_commit": SCRIPT,  # a later rename changes "script" and "command" only
         "commit": git_commit(),
         "command": f"python {SCRIPT} " + " ".join(argv),
         "machine": machine,

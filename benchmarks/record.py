@@ -6,12 +6,21 @@ without it, and then writes what it printed to FILE: its Markdown tables as tabl
 line verbatim, under a line naming the command, the date, the host, its CPU and CPU class, torch,
 Python, the thread count and the commit. The results page (``docs/results.md``) links these
 pages, so a measurement is rerun rather than retyped.
+
+Every page has its recording beside it (``<page>.json``), and the page is :func:`render` of it:
+``printed`` (what a benchmark printed, written here by :func:`run`), ``tables`` (a benchmark's
+own data, its tables made by the benchmark's ``recorded_tables``, prose around them) or
+``transcribed`` (a page typed in before ``--results`` existed: its text is the record, kept
+verbatim until the benchmark is rerun). ``tests/test_results.py`` renders every recording and
+fails on a page that differs: a table edited by hand.
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import io
+import json
 import platform
 import shlex
 import subprocess
@@ -128,6 +137,62 @@ def page(title: str, command: str, where: dict[str, str], output: str) -> str:
     )
 
 
+def recording_path(page_path: Path) -> Path:
+    """The recording a results page is rendered from: the JSON file beside it."""
+    return page_path.with_suffix(".json")
+
+
+def recorded_tables(benchmark: str, data: dict) -> str:
+    """A ``tables`` recording's tables, made by its benchmark's ``recorded_tables(data)``."""
+    spec = importlib.util.spec_from_file_location(
+        benchmark, ROOT / "benchmarks" / f"{benchmark}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.recorded_tables(data)
+
+
+def render(recording: dict) -> str:
+    """A results page from its recording (the three kinds in the module's docstring)."""
+    kind = recording["kind"]
+    if kind == "printed":
+        fields = (recording[key] for key in ("title", "command", "where", "output"))
+        return page(*fields)
+    if kind == "tables":
+        tables = recorded_tables(recording["benchmark"], recording["data"])
+        return recording["before"] + tables + recording["after"]
+    if kind == "transcribed":
+        return f"# {recording['title']}\n\n{recording['body']}"
+    raise ValueError(f"recording of kind {kind!r}: printed, tables or transcribed")
+
+
+def hand_edit(page_path: Path) -> str | None:
+    """None when the page is what its recording renders; else one line naming the first line
+    that differs and the fix."""
+    recorded = recording_path(page_path)
+    if not recorded.exists():
+        return f"{page_path.name}: no recording beside it ({recorded.name}); rerun its benchmark"
+    rendered = render(json.loads(recorded.read_text(encoding="utf-8"))).splitlines()
+    on_page = page_path.read_text(encoding="utf-8").splitlines()
+    for number, (want, got) in enumerate(zip(rendered, on_page, strict=False), start=1):
+        if want != got:
+            return (f"{page_path.name} line {number} is not what {recorded.name} renders "
+                    f"({got[:60]!r}, recorded {want[:60]!r}): rerun the benchmark with "
+                    f"{OPTION}, or change the recording and say why")  # fmt: skip
+    if len(rendered) != len(on_page):
+        return f"{page_path.name}: {len(on_page)} lines, {recorded.name} renders {len(rendered)}"
+    return None
+
+
+def write_recording(path: Path, recording: dict) -> None:
+    """Write a recording beside ``path`` and the page rendered from it to ``path``."""
+    from course_utils.engine.io import atomic_write_text
+
+    text = json.dumps(recording, indent=1, ensure_ascii=False) + "\n"
+    atomic_write_text(recording_path(path), text)
+    atomic_write_text(path, render(recording))
+
+
 def run(main: Callable[[list[str]], object], argv: list[str] | None = None) -> int:
     """Run a benchmark's ``main`` on ``argv`` (default: the command line), recording what it
     prints when ``--results`` is given; returns its exit status."""
@@ -147,9 +212,8 @@ def run(main: Callable[[list[str]], object], argv: list[str] | None = None) -> i
     doc = module.__doc__ if module is not None else None  # None's own __doc__ is text on 3.13
     title = ((doc or script).strip().splitlines() or [script])[0]
     command = shlex.join(["python", f"benchmarks/{script}.py", *rest])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    from course_utils.engine.io import atomic_write_text
-
-    atomic_write_text(path, page(title.rstrip("."), command, where, tee.kept.getvalue()))
-    print(f"recorded: {path}")
+    recording = {"kind": "printed", "title": title.rstrip("."), "command": command,
+                 "where": where, "output": tee.kept.getvalue()}  # fmt: skip
+    write_recording(path, recording)
+    print(f"recorded: {path} (from {recording_path(path).name})")
     return status if isinstance(status, int) else 0

@@ -3,20 +3,20 @@
     python benchmarks/sumgpt_digit_order.py [--seeds 0-7] [--steps 2000] [--eval-every 100]
         [--threads 1] [--jobs N] [--out results/sumgpt_digit_order.md]
 
-The FLOPs/SumGPT/BookGPT write-up writes the sum's digits in reverse "because this aligns the
-carry with the autoregressive direction". Lesson 11 proves the carry rule; this measures the
-claim: for each seed, the same model (the same initial weights), the same recipe (lesson 11's:
-``sumgpt.RECIPES["lesson"]``, fp32, eager) and the same pairs of operands in the same order are
-trained twice, once with the answer's digits reversed and once in plain order. The counts move a
-little between CPU classes, whose kernels round differently (seed 0 reversed: 1,400 / 1,500
+The FLOPs/SumGPT/BookGPT write-up writes the sum's digits in reverse "because this aligns the carry
+operation with the autoregressive direction of the model". Lesson 11 proves the carry rule; this
+measures the claim: for each seed, the same model (the same initial weights), the same recipe
+(lesson 11's: ``sumgpt.RECIPES["lesson"]``, fp32, eager) and the same pairs of operands in the same
+order are trained twice, once with the answer's digits reversed and once in plain order. The counts
+move a little between CPU classes, whose kernels round differently (seed 0 reversed: 1,400 / 1,500
 updates on an AMX Xeon, 1,200 / 1,500 emulated as AVX2). Every ``--eval-every`` steps the first
-1,000 of 10,000 held-out sums are scored and, once those reach 97%, all 10,000 (each order
-scored in its own format). The table gives the first update at which each order reached 99% and
-99.9% exact match ("-": not within the schedule). Update counts do not depend on the machine's
-load, so it can run beside other work, and ``--jobs`` runs that many trainings at once (one
-process each, ``--threads`` threads each). ``--out`` also writes the table, with the host, CPU
-class, torch and date, to a file, rewritten as each seed completes (so an interrupted sweep
-keeps the seeds it finished).
+1,000 of 10,000 held-out sums are scored and, once those reach 97%, all 10,000 (each order scored
+in its own format). The table gives the first update at which each order reached 99% and 99.9%
+exact match ("-": not within the schedule). Update counts do not depend on the machine's load, so
+it can run beside other work, and ``--jobs`` runs that many trainings at once (one process each,
+``--threads`` threads each). ``--out`` also writes the table, with the host, CPU class, torch and
+date, to a file, rewritten as each seed completes (so an interrupted sweep keeps the seeds it
+finished).
 """
 
 from __future__ import annotations
@@ -103,6 +103,17 @@ def table(results: dict[int, dict[str, dict]], steps: int) -> str:
             medians.append(text + (f" ({missed} missed)" if missed else ""))
     lines.append("| median | " + " | ".join(medians) + " |")
     return "\n".join(lines)
+
+
+def recorded_tables(data: dict) -> str:
+    """The table from a recording's data (``record.render``): per seed and order, the update
+    at which each threshold was reached, as ``{"steps": S, "seeds": {"0": {"reversed":
+    {"0.99": 1400, "0.999": 1500}, "plain": {...}}}}``, null where it was not."""
+    results = {
+        int(seed): {o: {"reached": {t: orders[o][str(t)] for t in THRESHOLDS}} for o in ORDERS}
+        for seed, orders in data["seeds"].items()
+    }
+    return table(results, data["steps"])
 
 
 def footer(args) -> str:

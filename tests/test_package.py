@@ -183,3 +183,35 @@ def test_the_tree_lists_every_command():
         cli.main(["--help"])
     assert all(name in out.getvalue() for name in cli.COMMANDS)
     assert len(command_lines()) >= len(cli.COMMANDS) + 6  # sumgpt, bookgpt and labs have more
+
+
+ATOMIC_WRITER = PACKAGE / "core" / "atomic.py"
+
+
+def renames_into_place(path: Path) -> list[int]:
+    """The lines where a module calls ``os.replace`` or ``os.rename`` (a write of its own)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("replace", "rename")
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    ]
+
+
+def test_one_atomic_writer_at_the_lowest_layer_that_needs_it():
+    assert renames_into_place(ATOMIC_WRITER), "core/atomic.py is the writer"
+    others = {
+        str(path.relative_to(PACKAGE)): lines
+        for path, _ in modules()
+        if path != ATOMIC_WRITER and (lines := renames_into_place(path))
+    }
+    assert not others, f"write through course_utils.core.atomic, not a rename of your own: {others}"
+    assert imported_layers(ATOMIC_WRITER, ("core", "atomic")) == set()
+
+
+def test_the_rename_check_sees_a_writer_of_its_own(tmp_path):
+    own = tmp_path / "cpu.py"
+    own.write_text("import os\n\ndef save(tmp, path):\n    os.replace(tmp, path)\n")
+    assert renames_into_place(own) == [4]

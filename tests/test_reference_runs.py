@@ -51,10 +51,10 @@ def edited(**val_at_4750: float) -> dict:
 
 def test_the_recording_names_its_script_and_commit_and_the_script_exists():
     assert len(RECORDED["commit"]) == 40 and RECORDED["script"] in RECORDED["command"]
-    assert (ROOT / "benchmarks" / "bookgpt_reference_runs.py").is_file()  # its successor today
+    assert (ROOT / RECORDED["script"]).is_file(), "the command names today's script"
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("no git checkout: the commit cannot be looked up")
-    spec = f"{RECORDED['commit']}:{RECORDED['script']}"
+    spec = f"{RECORDED['commit']}:{RECORDED['script_at_commit']}"  # its name when it ran
     found = subprocess.run(["git", "cat-file", "-e", spec], cwd=ROOT, capture_output=True)
     if (
         found.returncode != 0

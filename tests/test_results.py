@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -75,6 +76,9 @@ def test_a_recorded_page_holds_the_tables_and_where_and_when_they_were_measured(
     assert "| --- | ---: |\n| eager | 21.7 |" in page  # a table stays a table
     assert "```text\nbookgpt cpu step, 2 threads\nauto here: fp32 (no bf16 units)\n```" in page
     assert "\n## CPU class avx2: emulated\n" in page and "```text\ntarget met\n```" in page
+    recording = json.loads(record.recording_path(out).read_text(encoding="utf-8"))
+    assert recording["output"] == PRINTED and record.render(recording) == page
+    assert record.hand_edit(out) is None
 
 
 def test_each_cpu_class_childs_tables_are_recorded(record, tmp_path, monkeypatch):
@@ -116,3 +120,32 @@ def test_every_results_page_is_linked_from_the_results_page():
         text = page.read_text(encoding="utf-8")
         assert re.search(r"^(Recorded|Seeded) ", text, re.M), f"{page.name}: where and when?"
         assert "|" in text, f"{page.name} holds no table"
+
+
+PAGES = sorted((ROOT / "docs" / "results").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_results_page_is_what_its_recording_renders(record, page):
+    assert record.hand_edit(page) is None, record.hand_edit(page)
+
+
+def test_a_table_edited_by_hand_is_caught(record, tmp_path):
+    for name in ("train_step.md", "train_step.json"):
+        (tmp_path / name).write_bytes((ROOT / "docs" / "results" / name).read_bytes())
+    page = tmp_path / "train_step.md"
+    assert record.hand_edit(page) is None
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace("| 21.7 | 42.6 |", "| 20.7 | 42.6 |", 1), encoding="utf-8")
+    found = record.hand_edit(page)
+    assert found.startswith("train_step.md line ") and "20.7" in found and "21.7" in found
+    page.unlink()
+    (tmp_path / "train_step.json").rename(tmp_path / "other.json")
+    (tmp_path / "train_step.md").write_text(text, encoding="utf-8")
+    assert "no recording beside it" in record.hand_edit(page)
+
+
+def test_the_digit_order_median_row_is_the_scripts_own(record):
+    recording = json.loads((ROOT / "docs/results/sumgpt_digit_order.json").read_text("utf-8"))
+    tables = record.recorded_tables("sumgpt_digit_order", recording["data"])
+    assert "| median | 1,100 | 1,450 | 1,550 (2 missed) | 1,700 (2 missed) |" in tables

@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .atomic import atomic_write_text
+
 CLASSES = ("other", "avx2", "avx512", "avx512_bf16", "amx")  # from least to most capable
 BF16_CLASSES = ("avx512_bf16", "amx")  # with bf16 matrix or vector units
 NO_BF16_CLASSES = ("avx2", "avx512")  # x86 without them: bf16 is emulated, never faster
@@ -244,11 +246,9 @@ def _cached_or_measured(path: Path, key: str, width: int) -> BF16Probe:
 
 
 def _write_cache(path: Path, data: dict) -> None:
+    """Keep the probes with the course's one atomic writer (two kernels may probe at once)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(data, indent=1))
     except OSError:  # a read-only home: measure again next time
         pass
 
