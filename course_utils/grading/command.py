@@ -46,7 +46,15 @@ from . import sandbox as sandboxes
 # --- issue 44 (LMS in and out): roster, late policy, adjustments, import file ---
 from .adjustments import AdjustmentError, refuse_hand_edits, remember_written
 from .cache import ResultCache, run_key
-from .course_rules import CourseOptionError, add_arguments, apply_rules, rules_from, write_lms_file
+from .course_rules import (
+    CourseOptionError,
+    add_arguments,
+    apply_rules,
+    fill_hand_ins,
+    lms_paths,
+    rules_from,
+    write_lms_file,
+)
 from .gradebook import (
     ADJUSTED,
     ERROR,
@@ -222,13 +230,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"grade: {sandbox_line(settings.sandbox)}", flush=True)
         for path in filter(None, [args.out, args.feedback and args.feedback / "x.md"]):
             check_writable(path)
+        skip = [args.out, args.feedback, cache, summary_path(args.out), *lms_paths(args.out)]
         results, lab = grade(
             solution,
             args.submissions,
             settings=settings,
             jobs=args.jobs,
             cache=cache,
-            skip=[args.out, args.feedback, cache, summary_path(args.out)],
+            skip=skip,
             roster=roster,
         )
     except (UsageError, RosterError, CourseOptionError, AdjustmentError) as problem:
@@ -239,10 +248,13 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if args.submissions.is_file():
         results = merged(results, args.out)
+        # issue 44: the kept rows' hand-ins looked at again (not graded) for their times
+        others = find_submissions(args.submissions.parent, lab.name, [p for p in skip if p])
+        fill_hand_ins(results, others, roster)
     problems = apply_rules(results, lab, rules)  # issue 44: late policy, adjustments
     write_gradebook(results, lab, args.out)
     remember_written(args.out)  # issue 44
-    lms_file = write_lms_file(results, lab, rules, args.out)  # issue 44
+    lms_file = write_lms_file(results, lab, rules, args.out, solution)  # issue 44
     rows = summary_rows(results, lab)
     write_csv(summary_path(args.out), rows)
     if args.feedback:
@@ -291,13 +303,8 @@ def _row_result(row: dict, student: str) -> Result:
     def plain(text: str) -> str:
         return text[1:] if text.startswith("'") else text
 
-    # issue 44: the late penalty kept as the gradebook has it (adjustments are applied anew)
-    late = plain(row.get(LATE_PENALTY) or "")
-    kept = [{"kind": "late", "test": "", "points": -float(late), "reason": "late (as graded "
-             "before)"}] if late else []  # fmt: skip
     return Result(student, row.get("status", ""), plain(row.get("reason", "")), scores,
-                  name=plain(row.get("name", "")), file=plain(row.get("file", "")),
-                  adjustments=kept)  # fmt: skip
+                  name=plain(row.get("name", "")), file=plain(row.get("file", "")))  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

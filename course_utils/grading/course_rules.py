@@ -11,7 +11,8 @@ from .adjustments import Adjustment, AdjustmentError, apply_adjustments, read_ad
 from .gradebook import Lab, Result
 from .late import LATE, LatePolicy, parse_amount, parse_due
 from .lms_export import FORMATS, ExportError, check_roster, export_path, write_import
-from .roster import Roster
+from .roster import Roster, apply_roster
+from .submissions import Submission
 
 
 class CourseOptionError(ValueError):
@@ -69,12 +70,25 @@ def rules_from(args: argparse.Namespace, roster: Roster | None) -> CourseRules:
     return CourseRules(LatePolicy(due, per_day, cap), adjustments, path, fmt, roster)
 
 
-def apply_rules(results: list[Result], lab: Lab, rules: CourseRules) -> list[str]:
-    """Each row's late entry (from its hand-in; a row kept from the gradebook as it was keeps
-    its own) and adjustments; the adjustments that apply to no one, one line each."""
+def lms_paths(out: Path) -> list[Path]:
+    """The import files a run may write beside the gradebook: never hand-ins."""
+    return [export_path(out, fmt) for fmt in FORMATS]
+
+
+def fill_hand_ins(results: list[Result], found: list[Submission], roster: Roster | None) -> None:
+    """Rows kept from the gradebook (one student re-graded) given what their hand-ins say
+    (time, late mark, roster match), found again in the folder without being graded."""
+    subs = apply_roster(found, roster) if roster else found
+    by_student = {sub.student: sub.hand_in for sub in subs}
     for result in results:
-        if not result.hand_in and any(a["kind"] == LATE for a in result.adjustments):
-            continue  # read back from the gradebook: its hand-in was not looked at this run
+        if not result.hand_in:
+            result.hand_in = by_student.get(result.student, {})
+
+
+def apply_rules(results: list[Result], lab: Lab, rules: CourseRules) -> list[str]:
+    """Each row's late entry (from its hand-in) and adjustments; the adjustments that apply
+    to no one, one line each."""
+    for result in results:
         result.adjustments = [a for a in result.adjustments if a["kind"] != LATE]
         entry = rules.late.entry(result.hand_in, lab.max_score)
         if entry and result.hand_in.get("roster") != "missing":
@@ -84,15 +98,18 @@ def apply_rules(results: list[Result], lab: Lab, rules: CourseRules) -> list[str
     return apply_adjustments(results, rules.adjustments, lab, rules.adjustments_path)
 
 
-def write_lms_file(results: list[Result], lab: Lab, rules: CourseRules, out: Path) -> Path | None:
-    """The LMS's import file beside the gradebook, when --format asked for one."""
+def write_lms_file(
+    results: list[Result], lab: Lab, rules: CourseRules, out: Path, solution: Path
+) -> Path | None:
+    """The LMS's import file beside the gradebook, when --format asked for one; its column is
+    named after the lab's title, read from the solution."""
     if not rules.fmt:
         return None
     import nbformat
 
     from .submissions import title_of
 
-    title = title_of(nbformat.read(lab.release, as_version=4)) or lab.name
+    title = title_of(nbformat.read(solution, as_version=4)) or lab.name
     path = export_path(out, rules.fmt)
     write_import(rules.fmt, results, lab, rules.roster, title, path)
     return path

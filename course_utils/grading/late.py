@@ -70,7 +70,7 @@ class LatePolicy:
         when = datetime.fromisoformat(hand_in["time"]) if hand_in.get("time") else None
         if when and when > self.due:
             days = math.ceil((when - self.due) / timedelta(days=1))
-            why = (f"handed in {when:%Y-%m-%d %H:%M} ({hand_in['time_from']}), "
+            why = (f"handed in {when:%Y-%m-%d %H:%M} by {hand_in['time_from']}; "
                    f"due {self.due:%Y-%m-%d %H:%M}")  # fmt: skip
         elif mark:
             days, why = 1, f"{lms} marks it late; its time is not after --due, so one day"
@@ -81,7 +81,7 @@ class LatePolicy:
         if self.cap and penalty > self.cap.points(max_score):
             penalty, rule = self.cap.points(max_score), f"{rule}, at most {self.cap}"
         late = f"{days} day{'s' * (days != 1)} late"
-        return _entry(-round(penalty, 2), f"{late} ({why}): {-round(penalty, 2):+g} ({rule})")
+        return _entry(-round(penalty, 2), f"{late} ({why}): {-round(penalty, 2):+g}, {rule}")
 
 
 def _entry(points: float, reason: str) -> dict:

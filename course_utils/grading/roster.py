@@ -84,7 +84,8 @@ def _canvas(path: Path, header: list[str], rows: list[dict]) -> Roster:
     for row in rows:
         if row is points or not row["ID"].isdigit():
             continue
-        ids = {CANVAS: row["ID"]} | ({BLACKBOARD: row["SIS Login ID"]} * bool(row["SIS Login ID"]))
+        ids = {CANVAS: row["ID"], BLACKBOARD: row["SIS Login ID"]}
+        ids = {lms: value for lms, value in ids.items() if value}
         students.append(RosterStudent(row["ID"], row["Student"], ids, row))
     return Roster(path, CANVAS, header, _one_each(students), points)
 

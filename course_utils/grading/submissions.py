@@ -153,7 +153,7 @@ def _timed(sub: Submission) -> Submission:
             when = datetime.fromtimestamp(os.lstat(sub.path).st_mtime).replace(microsecond=0)
         except OSError:
             return sub
-        sub.hand_in |= {"time": when.isoformat(), "time_from": "the file's modification time"}
+        sub.hand_in |= {"time": when.isoformat(), "time_from": "the file's time"}
     return sub
 
 
