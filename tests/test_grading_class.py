@@ -18,8 +18,8 @@ import pytest
 from grading_helpers import FIXTURE, LAB, answered, cell, grade_folder, lab, save, solved
 
 from course_utils.grading import cache, gradebook, submissions
-from course_utils.grading import roster as rosters
 from course_utils.grading import command as grading
+from course_utils.grading import roster as rosters
 
 FLOOD = """print("x" * 100_000_000)
 
