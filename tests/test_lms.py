@@ -80,7 +80,8 @@ def test_a_folder_of_lms_names_is_one_row_per_lms_id(tmp_path):
     assert sorted(found) == [
         ("12345", "Canvas"), ("23456", "Canvas"), ("jdoe", "Blackboard"), ("plain", None),
     ]  # two Jane Smiths stay two; Blackboard's receipt is no hand-in  # fmt: skip
-    assert found[("jdoe", "Blackboard")].hand_in["time"] == "2026-12-01T10:00:00"
+    jdoe = found[("jdoe", "Blackboard")]
+    assert (jdoe.hand_in["time"], jdoe.note) == ("2026-12-01T10:00:00", "")  # no "not graded"
     assert found[("plain", None)].hand_in["time_from"] == "the file's time"
 
 
@@ -117,15 +118,17 @@ def test_hand_ins_match_by_their_lms_id_else_by_name(tmp_path):
     found = [
         sub("23456", "smithjane", lms="Canvas", lms_id="23456"),  # the second Jane Smith
         sub("99999", "smithjane", lms="Canvas", lms_id="99999"),  # a name alike, no such id
-        sub("alee", lms="Blackboard", lms_id="alee"),  # Blackboard's username: SIS Login ID
-        sub("4711", "Jane Smith", lms="Moodle", lms_id="12345"),  # Moodle's id is no Canvas id
+        sub("jsmith", lms="Blackboard", lms_id="jsmith"),  # Blackboard's username: SIS Login ID
+        sub("12345", "Ann Lee", lms="Moodle", lms_id="12345"),  # Moodle's id is no Canvas id
+        sub("4711", "Jane Smith", lms="Moodle", lms_id="4711"),  # two Jane Smiths: no guess
     ]
     rows = rosters.apply_roster(found, roster)
     assert [(r.student, r.name, r.status, r.hand_in.get("roster")) for r in rows] == [
         ("23456", "Smith, Jane", "", None),
         ("99999", "smithjane", "", "unmatched"),
-        ("34567", "Lee, Ann", "", None),
-        ("12345", "Smith, Jane", "", None),  # by name, "Jane Smith" is "Smith, Jane"
+        ("12345", "Smith, Jane", "", None),
+        ("34567", "Lee, Ann", "", None),  # by name, "Ann Lee" is "Lee, Ann"
+        ("4711", "Jane Smith", "", "unmatched"),
     ]
     found = [sub("4711", "Ann Lee", lms="Moodle", lms_id="4711")]
     rows = rosters.apply_roster(found, roster)

@@ -141,7 +141,8 @@ def name_keys(name: str) -> set[str]:
 
 def find_student(sub: Submission, roster: Roster) -> RosterStudent | None:
     """The roster student ``sub`` is: by the id of the LMS that named it, where the roster
-    holds that LMS's ids (two students of one name stay two); else by id, then by name."""
+    holds that LMS's ids (two students of one name stay two); else by id, then by a name only
+    one roster student has."""
     lms = sub.hand_in.get("lms")
     if lms and roster.knows(lms):
         wanted = sub.hand_in["lms_id"].casefold()
@@ -152,7 +153,8 @@ def find_student(sub: Submission, roster: Roster) -> RosterStudent | None:
         if student.id.casefold() in ids or student_id(student.id).casefold() in ids:
             return student
     mine = name_keys(sub.name) | {student_id(sub.student).casefold()}
-    return next((s for s in roster.students if name_keys(s.name) & mine), None)
+    named = [s for s in roster.students if name_keys(s.name) & mine]
+    return named[0] if len(named) == 1 else None  # two of one name: only an id can tell
 
 
 def apply_roster(found: list[Submission], roster: Roster) -> list[Submission]:
