@@ -42,8 +42,6 @@ import nbformat
 from ..lessons import recording
 from . import limiter
 from . import sandbox as sandboxes
-
-# --- issue 44 (LMS in and out): roster, late policy, adjustments, import file ---
 from .adjustments import AdjustmentError, refuse_hand_edits, remember_written
 from .cache import ResultCache, run_key
 from .course_rules import (

@@ -111,13 +111,15 @@ def find_submissions(
 
     Other files become rows too (status not_a_notebook, or not_regular for links and special
     files) so nothing handed in goes unnoticed; hidden files and the paths in ``skip`` are
-    ignored. Each is named by a student id read from its file name (:func:`display_name`); one
-    student's several entries are one row. ``only``: that one entry of ``folder``."""
+    ignored. Each is named by the LMS's id where an LMS's bulk download named it
+    (:mod:`.lms_names`; Blackboard's receipts are skipped), else by a student id read from its
+    file name (:func:`display_name`); one student's several entries are one row. ``only``:
+    that one entry of ``folder``."""
     links = links_inside(folder)
     if student is not None:
         return [_from_folder(folder, lab, links, student)]
     skipped = {Path(os.path.abspath(p)) for p in skip} | {Path(p).resolve() for p in skip}
-    found: dict[str, list[Submission]] = {}
+    found: dict[tuple[str, str], list[Submission]] = {}
     entries = [only] if only is not None else sorted(folder.iterdir())
     for entry in entries:
         if entry.name.startswith(".") or _skipped(entry, skipped) or _receipt(entry.name):
