@@ -76,10 +76,15 @@ def test_a_folder_of_lms_names_is_one_row_per_lms_id(tmp_path):
                  "smithjane_23456_3_lab.ipynb", "B_jdoe_attempt_2026-12-01-10-00-00_lab.ipynb",
                  "B_jdoe_attempt_2026-12-01-10-00-00.txt", "plain.ipynb"]:  # fmt: skip
         (tmp_path / name).write_text("{}", encoding="utf-8")
+    moodle = tmp_path / "Omar Haddad_4711_assignsubmission_file_"  # Moodle's folder a student
+    moodle.mkdir()
+    (moodle / "lab.ipynb").write_text("{}", encoding="utf-8")
     found = {(s.student, s.hand_in.get("lms")): s for s in find_submissions(tmp_path, "lab")}
     assert sorted(found) == [
-        ("12345", "Canvas"), ("23456", "Canvas"), ("jdoe", "Blackboard"), ("plain", None),
+        ("12345", "Canvas"), ("23456", "Canvas"), ("4711", "Moodle"), ("jdoe", "Blackboard"),
+        ("plain", None),
     ]  # two Jane Smiths stay two; Blackboard's receipt is no hand-in  # fmt: skip
+    assert found[("4711", "Moodle")].name == "Omar Haddad"
     jdoe = found[("jdoe", "Blackboard")]
     assert (jdoe.hand_in["time"], jdoe.note) == ("2026-12-01T10:00:00", "")  # no "not graded"
     assert found[("plain", None)].hand_in["time_from"] == "the file's time"
