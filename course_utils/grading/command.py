@@ -42,12 +42,25 @@ import nbformat
 from ..lessons import recording
 from . import limiter
 from . import sandbox as sandboxes
+from .adjustments import AdjustmentError, refuse_hand_edits, remember_written
 from .cache import ResultCache, run_key
+from .course_rules import (
+    CourseOptionError,
+    add_arguments,
+    apply_rules,
+    fill_hand_ins,
+    lms_paths,
+    rules_from,
+    write_lms_file,
+)
 from .gradebook import (
+    ADJUSTED,
     ERROR,
     GRADED,
     KILLED,
+    LATE_PENALTY,
     MAX_REASON_CHARS,
+    NOTES,
     Lab,
     Result,
     one_line,
@@ -59,21 +72,15 @@ from .gradebook import (
     write_gradebook,
 )
 from .references import exercise_references, reference_note
-from .submissions import (
-    RosterError,
-    Submission,
-    apply_roster,
-    find_submissions,
-    private_copy,
-    read_roster,
-    readable,
-)
+from .roster import ATTENTION, Roster, RosterError, apply_roster, closing_block, read_roster
+from .submissions import Submission, find_submissions, private_copy, readable
 from .verify import UNREPORTED, verify_cell
 from .workers import DiskWatch, kill_running, last_lines, run_with_limit
 
 DEFAULT_TIMEOUT = 300  # seconds per cell
 DEFAULT_TOTAL_TIMEOUT = 1800  # seconds per submission, everything included
 EXAMPLE = "python -m course_utils grade 01_tokens_and_embeddings subs/ --out gradebook.csv"
+COURSE_COLUMNS = (ADJUSTED, LATE_PENALTY, NOTES)  # issue 44: gradebook columns that are no score
 WORKDIR_PREFIX = "course-grade-"  # then the grader's pid: a killed run's folder is found again
 
 
@@ -154,9 +161,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "tests check and print left out; full copies for you in FEEDBACK.instructor/)",
     )  # fmt: skip
     parser.add_argument(
-        "--roster", type=Path, help="CSV of the class (an id column and a name column): "
-        "hand-ins are matched to it, and a student with none is a row with status missing",
+        "--roster", type=Path, help="the class: Canvas's gradebook export, Moodle's grading "
+        "worksheet or a CSV with an id and a name column; hand-ins are matched to it, a "
+        f"student with none is a row with status missing (exit status {ATTENTION}: see the "
+        "closing block)",
     )  # fmt: skip
+    add_arguments(parser)  # issue 44: --due, --late-penalty, --late-cap, --adjustments, --format
     parser.add_argument(
         "--timeout", type=int, default=DEFAULT_TIMEOUT,
         help=f"seconds one cell may run before it is interrupted (default {DEFAULT_TIMEOUT})",
@@ -198,7 +208,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m course_utils grade``: exit 0 once the gradebook is written (a submission that
-    could not be graded is a row with its status, not a failure), 2 for a usage error."""
+    could not be graded is a row with its status, not a failure), 2 for a usage error, 3 once
+    it is written with hand-ins on no roster row, roster students with no hand-in or
+    adjustments for no one (named in the run's closing block)."""
     parser = configure(argparse.ArgumentParser(prog="python -m course_utils grade"))
     args = parser.parse_args(argv)
     return args.func(args)
@@ -211,19 +223,22 @@ def run(args: argparse.Namespace) -> int:
         solution = resolve_lab(args.lab)
         settings = settings_from(args)
         roster = read_roster(args.roster) if getattr(args, "roster", None) else None
+        rules = rules_from(args, roster)  # issue 44
+        refuse_hand_edits(args.out)  # issue 44: the gradebook is output, never input
         print(f"grade: {sandbox_line(settings.sandbox)}", flush=True)
         for path in filter(None, [args.out, args.feedback and args.feedback / "x.md"]):
             check_writable(path)
+        skip = [args.out, args.feedback, cache, summary_path(args.out), *lms_paths(args.out)]
         results, lab = grade(
             solution,
             args.submissions,
             settings=settings,
             jobs=args.jobs,
             cache=cache,
-            skip=[args.out, args.feedback, cache, summary_path(args.out)],
+            skip=skip,
             roster=roster,
         )
-    except (UsageError, RosterError) as problem:
+    except (UsageError, RosterError, CourseOptionError, AdjustmentError) as problem:
         print(f"grade: error: {problem}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -231,7 +246,13 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if args.submissions.is_file():
         results = merged(results, args.out)
+        # issue 44: the kept rows' hand-ins looked at again (not graded) for their times
+        others = find_submissions(args.submissions.parent, lab.name, [p for p in skip if p])
+        fill_hand_ins(results, others, roster)
+    problems = apply_rules(results, lab, rules)  # issue 44: late policy, adjustments
     write_gradebook(results, lab, args.out)
+    remember_written(args.out)  # issue 44
+    lms_file = write_lms_file(results, lab, rules, args.out, solution)  # issue 44
     rows = summary_rows(results, lab)
     write_csv(summary_path(args.out), rows)
     if args.feedback:
@@ -239,9 +260,13 @@ def run(args: argparse.Namespace) -> int:
         write_feedback(results, lab, args.feedback, instructor)
     print(summary_text(rows))
     graded = sum(r.status == GRADED for r in results)
-    print(f"wrote {args.out} and {summary_path(args.out).name}: {len(results)} students, "
+    also = f", {lms_file.name}" if lms_file else ""  # issue 44
+    print(f"wrote {args.out} and {summary_path(args.out).name}{also}: {len(results)} students, "
           f"{graded} graded")  # fmt: skip
-    return 0
+    block = closing_block(results, problems)  # issue 44: one block, and its exit status
+    if block:
+        print("\n".join(block))
+    return ATTENTION if block else 0
 
 
 def summary_path(out: Path) -> Path:
@@ -270,7 +295,7 @@ def merged(results: list[Result], out: Path) -> list[Result]:
 
 def _row_result(row: dict, student: str) -> Result:
     """A gradebook row read back as a Result (scores, status, reason; no feedback)."""
-    fixed = {"student", "name", "file", "total", "max", "status", "reason"}
+    fixed = {"student", "name", "file", "total", "max", "status", "reason", *COURSE_COLUMNS}
     scores = {k: float(v) for k, v in row.items() if k not in fixed and v not in (None, "")}
 
     def plain(text: str) -> str:
@@ -336,15 +361,16 @@ def grade(
     skip: list[Path | None] | None = None,
     log: Callable[[str], None] = print,
     student: str | None = None,
-    roster: list[tuple[str, str]] | None = None,
+    roster: Roster | None = None,
 ) -> tuple[list[Result], Lab]:
     """Grade every submission in ``submissions`` against ``solution``; rows sorted by student.
 
     ``skip`` names paths inside ``submissions`` that are not hand-ins (the gradebook itself);
     results already in ``cache`` for the same hand-in, solution and settings are reused. With
     ``student``, the whole folder is that one student's hand-in (Gradescope's layout); a file
-    for ``submissions`` is one student's hand-in in a class folder. ``roster``: (id, name) per
-    student. Each hand-in is read once, without following links, into a private copy."""
+    for ``submissions`` is one student's hand-in in a class folder. ``roster``: the class, as
+    read (:mod:`.roster`). Each hand-in is read once, without following links, into a private
+    copy."""
     settings = settings or Settings()
     remove_stale_workdirs()
     only = submissions if submissions.is_file() else None
@@ -666,6 +692,7 @@ def _worker_failure(returncode: int | None, workdir: Path, limit: float) -> str:
 def finish(result: Result, sub: Submission) -> Result:
     """The row as the gradebook shows it: the submission's note first, on one line."""
     result.name, result.file = sub.name or sub.student, sub.file
+    result.hand_in = sub.hand_in  # issue 44: the LMS's id, late mark, time; roster match
     if sub.note and not result.reason.startswith(sub.note):
         result.reason = "; ".join(filter(None, [sub.note, result.reason]))
     result.reason = one_line(result.reason, MAX_REASON_CHARS)

@@ -56,6 +56,11 @@ class Result:
     feedback: dict[str, dict] = field(default_factory=dict)
     name: str = ""  # the student's name (the roster's, else read from the file name)
     file: str = ""  # what was handed in, as the submissions folder names it
+    # what the LMS and the file say of the hand-in (Submission.hand_in): LMS id, late mark, time
+    hand_in: dict = field(default_factory=dict)
+    # changes to the graded points, each {kind: "late" or "adjustment", test: an exercise's test
+    # id or "" for the lab, points, reason}: the late policy's and the adjustments file's
+    adjustments: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,7 +89,29 @@ class Lab:
 
 
 def total(result: Result, lab: Lab) -> float:
-    return sum(result.scores.get(test, 0.0) for test in lab.tests)
+    """The row's points: its exercises' scores, then its adjustments and late penalty (never
+    below 0)."""
+    graded = sum(result.scores.get(test, 0.0) for test in lab.tests)
+    if not result.adjustments:
+        return graded
+    return max(0.0, round(graded + sum(a["points"] for a in result.adjustments), 2))
+
+
+# The columns a run with adjustments adds: their sum, the late penalty (points off), both noted
+ADJUSTED, LATE_PENALTY, NOTES = "adjusted", "late", "notes"
+
+
+def adjustment_notes(result: Result, lab: Lab) -> list[str]:
+    """The row's adjustments as the instructor and the student read them: "2 days late (...):
+    -1.2 (10% a day)", "Exercise 1: +1 (regrade request)"."""
+    notes = []
+    for entry in result.adjustments:
+        if entry["kind"] == "late":
+            notes.append(entry["reason"])
+        else:
+            where = lab.title(entry["test"]) if entry["test"] else "total"
+            notes.append(f"{where}: {entry['points']:+g} ({entry['reason'] or 'adjusted'})")
+    return notes
 
 
 def without_controls(text: str) -> str:
@@ -107,13 +134,20 @@ def one_line(text: str, limit: int) -> str:
 
 def gradebook_rows(results: list[Result], lab: Lab) -> list[list[str]]:
     """Header and rows of the gradebook, sorted by student, with no run-dependent values."""
-    header = ["student", "name", "file", *lab.tests, "total", "max", "status", "reason"]
-    rows = [header]
+    adjusted = any(r.adjustments for r in results)  # the columns of adjustments, if any
+    extra = [ADJUSTED, LATE_PENALTY] * adjusted
+    header = ["student", "name", "file", *lab.tests, *extra, "total", "max", "status", "reason"]
+    rows = [header + [NOTES] * adjusted]
     for r in sorted(results, key=lambda r: r.student):
         points = [f"{r.scores.get(test, 0.0):g}" for test in lab.tests]
         reason = one_line(r.reason, MAX_REASON_CHARS)
         who = [r.student, r.name or r.student, r.file]
-        rows.append([*who, *points, f"{total(r, lab):g}", f"{lab.max_score:g}", r.status, reason])
+        late = -sum(a["points"] for a in r.adjustments if a["kind"] == "late")  # points off
+        added = sum(a["points"] for a in r.adjustments if a["kind"] != "late")
+        changes = [f"{round(k, 2):g}" if k else "" for k in (added, late)] * adjusted
+        notes = [one_line("; ".join(adjustment_notes(r, lab)), MAX_REASON_CHARS)] * adjusted
+        rows.append([*who, *points, *changes, f"{total(r, lab):g}", f"{lab.max_score:g}",
+                     r.status, reason, *notes])  # fmt: skip
     return rows
 
 
@@ -192,6 +226,8 @@ def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> 
         f"Score: **{total(result, lab):g} / {lab.max_score:g}**",
         "",
     ]
+    if result.adjustments:
+        lines += [f"- {note}" for note in adjustment_notes(result, lab)] + [""]
     if result.status != GRADED:
         lines += [f"Not graded ({result.status}): {result.reason}"]
     else:

@@ -10,18 +10,19 @@ folder down (:func:`read_hand_in`).
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
 import stat
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
 
+from . import lms_names
 from .gradebook import CORRUPT, MISSING, NOT_A_NOTEBOOK, NOT_REGULAR
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -43,6 +44,9 @@ class Submission:
     note: str = ""  # something the instructor should know even when it is graded
     name: str = ""  # the student's name: the roster's, else read from the file name
     file: str = ""  # what was handed in, as the submissions folder names it (readable)
+    # what the LMS's file name and the file say of it: lms, lms_id, late_mark, time, time_from,
+    # and roster ("unmatched" or "missing") once matched to one (:mod:`.roster`)
+    hand_in: dict = field(default_factory=dict)
 
 
 def readable(name: str) -> str:
@@ -80,6 +84,17 @@ def student_id(name: str) -> str:
 
 
 def _named(stem: str, lab: str, file: str, **fields) -> Submission:
+    """A hand-in named by its file name: the LMS's user id where an LMS named it, else an id
+    made of the name read from it."""
+    lms = lms_names.parse(file.rstrip("/"))
+    if lms:
+        hand_in = {"lms": lms.lms, "lms_id": lms.user_id}
+        if lms.late is not None:
+            hand_in["late_mark"] = lms.late
+        if lms.submitted:
+            hand_in |= {"time": lms.submitted.isoformat(), "time_from": f"{lms.lms}'s file name"}
+        name = lms.name or lms.user_id
+        return Submission(lms.user_id, name=name, file=file, hand_in=hand_in, **fields)
     name = display_name(stem, lab)
     return Submission(student_id(name), name=name, file=file, **fields)
 
@@ -96,16 +111,18 @@ def find_submissions(
 
     Other files become rows too (status not_a_notebook, or not_regular for links and special
     files) so nothing handed in goes unnoticed; hidden files and the paths in ``skip`` are
-    ignored. Each is named by a student id read from its file name (:func:`display_name`); one
-    student's several entries are one row. ``only``: that one entry of ``folder``."""
+    ignored. Each is named by the LMS's id where an LMS's bulk download named it
+    (:mod:`.lms_names`; Blackboard's receipts are skipped), else by a student id read from its
+    file name (:func:`display_name`); one student's several entries are one row. ``only``:
+    that one entry of ``folder``."""
     links = links_inside(folder)
     if student is not None:
         return [_from_folder(folder, lab, links, student)]
     skipped = {Path(os.path.abspath(p)) for p in skip} | {Path(p).resolve() for p in skip}
-    found: dict[str, list[Submission]] = {}
+    found: dict[tuple[str, str], list[Submission]] = {}
     entries = [only] if only is not None else sorted(folder.iterdir())
     for entry in entries:
-        if entry.name.startswith(".") or _skipped(entry, skipped):
+        if entry.name.startswith(".") or _skipped(entry, skipped) or _receipt(entry.name):
             continue
         shown = readable(entry.name)
         refused = refusal(entry, links)
@@ -119,8 +136,27 @@ def find_submissions(
         else:
             reason = f"{shown} is not a notebook; expected {readable(entry.stem)}.ipynb"
             sub = _named(entry.stem, lab, shown, path=None, status=NOT_A_NOTEBOOK, reason=reason)
-        found.setdefault(sub.student.casefold(), []).append(sub)
-    return [_one_per_student(subs) for _, subs in sorted(found.items())]
+        key = (sub.hand_in.get("lms", ""), sub.student.casefold())  # one LMS's ids only
+        found.setdefault(key, []).append(sub)
+    return [_timed(one_per_student(subs)) for _, subs in sorted(found.items())]
+
+
+def _receipt(name: str) -> bool:
+    """Whether ``name`` is an LMS's receipt beside a hand-in (Blackboard's .txt), not one."""
+    lms = lms_names.parse(name)
+    return bool(lms and lms.receipt)
+
+
+def _timed(sub: Submission) -> Submission:
+    """``sub`` with the time it was handed in: the LMS's (from its file name) or the file's
+    modification time (an LMS's zip keeps it), read before the hand-in is copied."""
+    if sub.path is not None and "time" not in sub.hand_in:
+        try:
+            when = datetime.fromtimestamp(os.lstat(sub.path).st_mtime).replace(microsecond=0)
+        except OSError:
+            return sub
+        sub.hand_in |= {"time": when.isoformat(), "time_from": "the file's time"}
+    return sub
 
 
 def _skipped(entry: Path, skipped: set[Path]) -> bool:
@@ -208,7 +244,7 @@ def _notebooks_in(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def _one_per_student(subs: list[Submission]) -> Submission:
+def one_per_student(subs: list[Submission]) -> Submission:
     """A student with several entries (alice.ipynb and alice/, or an LMS's "(1)" copy): grade
     the newest gradable one and say which, and why, in its note."""
     if len(subs) == 1:
@@ -227,71 +263,6 @@ def _modified(sub: Submission) -> tuple[float, str]:
         return os.lstat(sub.path).st_mtime, sub.file
     except OSError:
         return 0.0, sub.file
-
-
-# ---------------------------------------------------------------------------------------------
-# The roster
-
-ID_COLUMNS = ("id", "student_id", "student id", "sis user id", "username", "login", "student")
-NAME_COLUMNS = ("name", "student name", "full name", "display name")
-
-
-class RosterError(ValueError):
-    """A roster that cannot be read; the message says how to fix it."""
-
-
-def read_roster(path: Path) -> list[tuple[str, str]]:
-    """(id, name) per student of a roster CSV with an id column (id, student_id, username, ...)
-    and a name column (name, full name, ...; or the id when there is none)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RosterError(f"cannot read the roster {path}: {exc}") from None
-    rows = list(csv.DictReader(text.splitlines()))
-    columns = {c.strip().casefold(): c for c in (rows[0].keys() if rows else [])}
-    ids = next((columns[c] for c in ID_COLUMNS if c in columns), None)
-    if ids is None:
-        raise RosterError(
-            f"the roster {path} has no id column; give it a header row with an 'id' column "
-            "(and a 'name' column), one student a row"
-        )
-    names = next((columns[c] for c in NAME_COLUMNS if c in columns), ids)
-    roster = [((r[ids] or "").strip(), (r[names] or "").strip()) for r in rows]
-    return [(i, n or i) for i, n in roster if i]
-
-
-def apply_roster(found: list[Submission], roster: list[tuple[str, str]]) -> list[Submission]:
-    """Each hand-in named by its roster id and name (matched by id, or by name, accents and
-    case aside); a student on the roster with none is a row with status missing; a hand-in
-    matched to no one keeps its own id and says so."""
-    by_key: dict[str, tuple[str, str]] = {}
-    for sid, name in roster:
-        for key in (sid, student_id(sid), student_id(name)):
-            by_key.setdefault(key.casefold(), (sid, name))
-    claimed: dict[str, Submission] = {}
-    rows = []
-    for sub in found:
-        match = next(
-            (by_key[k.casefold()] for k in (sub.student, sub.name, student_id(sub.name))
-             if k.casefold() in by_key),
-            None,
-        )  # fmt: skip
-        if match is None:
-            note = "not on the roster"
-            sub.note = "; ".join(filter(None, [sub.note, note]))
-        else:
-            sub.student, sub.name = match
-            if match[0] in claimed:
-                rows.remove(claimed[match[0]])
-                sub = _one_per_student([claimed[match[0]], sub])
-            claimed[match[0]] = sub
-        rows.append(sub)
-    for sid, name in roster:
-        if sid not in claimed:
-            reason = "no hand-in found for this student"
-            rows.append(Submission(sid, None, MISSING, reason, name=name))
-            claimed[sid] = rows[-1]
-    return rows
 
 
 def read_hand_in(root: Path, path: Path) -> bytes:
