@@ -8,6 +8,7 @@ import torch
 import course_utils.lessons.checks as checks
 from course_utils.lessons.checks import (
     CheckFailed,
+    ValuesDiffer,
     check_tensor,
     check_true,
     check_type,
@@ -74,6 +75,36 @@ def test_exact_ints_strings_and_sequences_report_the_difference():
         check_value("s", "axc", "abc")
     with pytest.raises(CheckFailed, match="first difference at index 1"):
         check_value("ids", [1, 5, 3], [1, 2, 3])
+
+
+def test_a_list_of_another_length_names_what_is_missing_and_what_is_extra():
+    with pytest.raises(
+        ValuesDiffer, match=r"^buffer names: expected 2 items got 1: missing 'scratch_pad'$"
+    ):
+        check_value("buffer names", ["total"], ["scratch_pad", "total"])
+    with pytest.raises(CheckFailed, match=r"^v: expected 4 items got 5: extra 'l'$"):
+        check_value("v", list("ehllo"), list("ehlo"))  # a duplicate counts
+    with pytest.raises(
+        CheckFailed, match=r"^k: expected 2 items got 3: missing 'b'; extra 'x', 'y'$"
+    ):
+        check_value("k", ("a", "x", "y"), ("a", "b"))
+    with pytest.raises(CheckFailed, match=r"^n: expected 1 items got 9: extra 1, 2, 3, 4, 5, 6 "
+                       r"and 2 more$"):  # fmt: skip
+        check_value("n", list(range(9)), [0])
+    with pytest.raises(CheckFailed, match=r"^u: expected 1 items got 2$"):  # unhashable items
+        check_value("u", [[1], [2]], [[1]])
+    with pytest.raises(CheckFailed, match=r"^l: expected 1 items got 2; likely cause: a hint$"):
+        check_value("l", [[1], [2]], [[1]], hint="a hint")  # a hint is reached
+
+
+def test_a_set_that_differs_names_what_is_missing_and_what_is_extra():
+    check_value("s", {"b", "a"}, {"a", "b"})
+    with pytest.raises(ValuesDiffer, match=r"^s: missing 'c'; extra 'd', 'e'$"):
+        check_value("s", {"a", "e", "d"}, {"a", "c"})
+    with pytest.raises(CheckFailed, match=r"^s: wrong type: expected a set, got list$"):
+        check_value("s", ["a"], {"a"})
+    with pytest.raises(CheckFailed, match=r"^s: missing 1; likely cause: count it$"):
+        check_value("s", frozenset(), frozenset({1}), hint="count it")
 
 
 def test_check_failures_render_as_one_line_in_jupyter():

@@ -183,7 +183,7 @@ def test_wrong_answers_get_no_points_and_the_checks_message(run):
     assert points(row) == {"ex1_test": 0, "ex2_test": 0, "ex3_test": 0}
     text = feedback_of(run, "wrong")
     assert "## Exercise 1: 0 / 2\n\n\u274c count_tokens('a b c'): expected 3 got 5" in text
-    assert "char_vocab('hello'): wrong length: expected 4 got 5" in text
+    assert "char_vocab('hello'): expected 4 items got 5: extra 'l'" in text
     assert "one_hot([0, 2], 3): wrong shape: expected (2, 3) got (2,)" in text
 
 

@@ -248,7 +248,7 @@ def test_the_feedback_comes_from_the_graders_own_checks(tampered):
     assert (
         "\u274c char_vocab('hello'): first difference at index 0: expected 'e' got 'e'" not in text
     )
-    assert "\u274c char_vocab('hello'): wrong length: expected 4 got 5" in text
+    assert "\u274c char_vocab('hello'): expected 4 items got 5: extra 'l'" in text
     text = feedback_of(tampered, "hide_errors")
     assert "\u274c one_hot([0, 2], 3): wrong shape: expected (2, 3) got (2,)" in text
 

@@ -23,7 +23,7 @@ def round_trip(value):
 @pytest.mark.parametrize(
     "value",
     [None, True, 3, -(2**70), 0.1, "text", [1, "a", None], (1, (2.5, "b")), {"P": None, 3: [1]},
-     np.int64(7), np.float32(0.25), complex(1, -2)],
+     np.int64(7), np.float32(0.25), complex(1, -2), {"a", 2}, frozenset({(1, "b")})],
     ids=lambda v: type(v).__name__,
 )  # fmt: skip
 def test_plain_values_come_back_equal_and_of_the_same_type(value):

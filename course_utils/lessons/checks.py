@@ -12,6 +12,7 @@ from __future__ import annotations
 import linecache
 import math
 import re
+from collections import Counter
 from numbers import Number
 
 import numpy as np
@@ -202,6 +203,8 @@ def _check_value(name: str, got, expected, *, rel_tol: float, abs_tol: float) ->
         _check_str(name, got, expected)
     elif isinstance(expected, (list, tuple)):
         _check_sequence(name, got, expected)
+    elif isinstance(expected, (set, frozenset)):
+        _check_set(name, got, expected)
     elif got != expected:
         _differ(name, f"expected {expected!r} got {got!r}")
     _passed(name)
@@ -223,10 +226,48 @@ def _check_sequence(name: str, got, expected) -> None:
         kind = type(expected).__name__
         _fail(name, f"wrong type: expected a {kind}, got {type(got).__name__}")
     if len(got) != len(expected):
-        _fail(name, f"wrong length: expected {len(expected)} got {len(got)}")
+        counted = _counted(got, expected)
+        if counted is None:
+            _differ(name, f"expected {len(expected)} items got {len(got)}")
+        missing, extra = counted
+        _differ(
+            name, f"expected {len(expected)} items got {len(got)}: {_difference(missing, extra)}"
+        )
     for i, (a, b) in enumerate(zip(got, expected)):
         if a != b:
             _differ(name, f"first difference at index {i}: expected {b!r} got {a!r}")
+
+
+def _check_set(name: str, got, expected) -> None:
+    if not isinstance(got, (set, frozenset)):
+        kind = type(expected).__name__
+        _fail(name, f"wrong type: expected a {kind}, got {type(got).__name__}")
+    if got != expected:
+        missing, extra = sorted(expected - got, key=repr), sorted(got - expected, key=repr)
+        _differ(name, _difference(missing, extra))
+
+
+def _counted(got, expected) -> tuple[list, list] | None:
+    """The items of ``expected`` that ``got`` lacks and those it has too many of (duplicates
+    counted), or None when the items cannot be counted (unhashable ones)."""
+    try:
+        have, want = Counter(got), Counter(expected)
+    except TypeError:
+        return None
+    return list((want - have).elements()), list((have - want).elements())
+
+
+def _difference(missing: list, extra: list, shown: int = 6) -> str:
+    """``missing ['a']; extra ['b', 'c']``: what a collection lacks and what it should not have,
+    the first ``shown`` of each (with how many more)."""
+
+    def listed(items: list) -> str:
+        more = f" and {len(items) - shown} more" if len(items) > shown else ""
+        return ", ".join(repr(item) for item in items[:shown]) + more
+
+    parts = [f"missing {listed(missing)}"] if missing else []
+    parts += [f"extra {listed(extra)}"] if extra else []
+    return "; ".join(parts) or "the same items in another order"
 
 
 def check_true(name: str, condition: bool, message: str, *, sanity: bool = False) -> None:

@@ -72,6 +72,14 @@ def to_plain(value, depth: int = 0):
             return {"too_large": len(items)}
         plain = [to_plain(item, depth + 1) for item in items]
         return plain if isinstance(value, list) else {"tuple": plain}
+    if isinstance(value, (set, frozenset)):
+        items = list(
+            frozenset.__iter__(value) if isinstance(value, frozenset) else set.__iter__(value)
+        )
+        if len(items) > MAX_ITEMS:
+            return {"too_large": len(items)}
+        plain = [to_plain(item, depth + 1) for item in items]
+        return {"frozenset" if isinstance(value, frozenset) else "set": plain}
     if isinstance(value, dict):
         items = list(dict.items(value))
         if len(items) > MAX_ITEMS:
@@ -182,6 +190,10 @@ _DECODERS = {
     "float": lambda d, depth: float(str(d["float"])),
     "complex": lambda d, depth: complex(float(d["complex"][0]), float(d["complex"][1])),
     "tuple": lambda d, depth: tuple(from_plain(item, depth + 1) for item in d["tuple"]),
+    "set": lambda d, depth: {_hashable(from_plain(item, depth + 1)) for item in d["set"]},
+    "frozenset": lambda d, depth: frozenset(
+        _hashable(from_plain(item, depth + 1)) for item in d["frozenset"]
+    ),
     "dict": lambda d, depth: {
         _hashable(from_plain(k, depth + 1)): from_plain(v, depth + 1) for k, v in d["dict"]
     },
