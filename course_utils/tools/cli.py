@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..core.cli import run_command
+from .python_check import refusal, venv_fix
 
 # command -> (module, its configure function, one line of help)
 COMMANDS = {
@@ -89,6 +90,10 @@ def build_parser(selected: str | None = None, action: str | None = None) -> argp
 
 
 def main(argv: list[str] | None = None) -> int:
+    wrong_python = refusal(how=venv_fix())  # the wheel's way in has no make to check it
+    if wrong_python:
+        print(wrong_python, file=sys.stderr)
+        return 2
     argv = list(sys.argv[1:] if argv is None else argv)
     words = [a for a in argv if not a.startswith("-")]
     selected = words[0] if words and words[0] in COMMANDS else None
