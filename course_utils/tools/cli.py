@@ -37,6 +37,8 @@ COMMANDS = {
                    "write a Gradescope autograder bundle for a lab"),
     "labs": ("course_utils.tools.labs", "configure",
              "regenerate labs/ from solutions/, or check they are in sync"),
+    "hosted": ("course_utils.tools.hosted", "configure",
+               "put the course's install lines atop each lesson's and solution's first cell"),
     "normalize": ("course_utils.tools.normalize", "configure",
                   "store notebooks as JupyterLab writes them on open, lessons linking their lab"),
     "publish": ("course_utils.tools.publish", "configure",
