@@ -56,7 +56,7 @@ def test_python_310_is_refused_in_one_line_naming_the_fix(tmp_path):
     done = make("check-python", f"PYTHON={py310}", f"VENV={venv}")
     ours = [line for line in done.stderr.splitlines() if line.startswith("setup:")]
     assert done.returncode != 0 and len(ours) == 1, done.stderr
-    assert "3.10" in ours[0] and "3.11 to 3.13" in ours[0] and "PYTHON=" in ours[0], ours
+    assert "3.10" in ours[0] and "needs 3.11 to 3.13" in ours[0] and "PYTHON=" in ours[0], ours
     assert not venv.exists() and done.stdout == ""
 
 
@@ -65,7 +65,8 @@ def test_every_entry_point_checks_the_python_before_it_installs_anything(tmp_pat
     for goal in ("setup", "course", "instructor", "dev", "test", "site"):
         plan = make("-n", goal, f"VENV={venv}").stdout
         assert "python_check.py" in plan, goal
-        first_install = min(plan.find(w) for w in (" -m venv ", " pip ", "torch_setup") if w in plan)
+        steps = (" -m venv ", " pip ", "torch_setup")
+        first_install = min(plan.find(w) for w in steps if w in plan)
         assert plan.find("python_check.py") < first_install, (goal, plan)
 
 

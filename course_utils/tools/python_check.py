@@ -11,6 +11,7 @@ Python 3 (no newer syntax, standard library only). ``gpt-course`` and torch_setu
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 
 SUPPORTED = ((3, 11), (3, 12), (3, 13))  # as the README says; CI covers 3.11 and 3.13
@@ -28,8 +29,16 @@ def supported(version):
 
 def installed_supported_pythons():
     """The supported ``python3.X`` commands on PATH, newest first."""
-    names = ["python%d.%d" % version for version in reversed(SUPPORTED)]
-    return [name for name in names if shutil.which(name)]
+    names = ["python" + version_text(version) for version in reversed(SUPPORTED)]
+    return [name for name in names if shutil.which(name) and runs(name)]
+
+
+def runs(command):
+    """Whether ``command`` starts (a pyenv shim for a version not selected does not)."""
+    try:
+        return subprocess.run([command, "-c", ""], capture_output=True).returncode == 0
+    except OSError:
+        return False
 
 
 def fix(command):
@@ -37,10 +46,10 @@ def fix(command):
     on PATH, or the advice to install one."""
     found = installed_supported_pythons()
     if found:
-        return "run `%s PYTHON=%s` (%s is on this machine)" % (command, found[0], found[0])
+        return f"run `{command} PYTHON={found[0]}` ({found[0]} is on this machine)"
     return (
         "install Python 3.12 (python.org, or your system's python3.12 package) and run "
-        "`%s PYTHON=%s`" % (command, EXAMPLE)
+        f"`{command} PYTHON={EXAMPLE}`"
     )
 
 
@@ -48,8 +57,10 @@ def venv_fix():
     """The fix without make: a fresh environment made by a supported Python, the wheel in it."""
     found = installed_supported_pythons()
     python = found[0] if found else EXAMPLE
-    return "make a fresh environment with a supported one (`%s -m venv gpt-env`) and install " \
-        "the course there" % python
+    return (
+        f"make a fresh environment with a supported one (`{python} -m venv gpt-env`) and install "
+        "the course there"
+    )
 
 
 def refusal(version=None, python=None, command="make course", how=None):
@@ -59,11 +70,9 @@ def refusal(version=None, python=None, command="make course", how=None):
     if supported(version):
         return None
     python = python or os.path.basename(sys.executable) or "python"
-    return "setup: %s is Python %s, but the course needs Python 3.11 to 3.13: %s" % (
-        python,
-        version_text(version),
-        how or fix(command),
-    )
+    found = version_text(version)
+    how = how or fix(command)
+    return f"setup: {python} is Python {found}, but the course needs 3.11 to 3.13: {how}"
 
 
 def venv_version(venv):
@@ -102,22 +111,13 @@ def check(venv, python, chosen, command="make course"):
     if made_by is None:
         why = "is not a virtual environment (no pyvenv.cfg)"
     else:
-        why = "was made by Python %s" % version_text(made_by)
+        why = f"was made by Python {version_text(made_by)}"
     if os.path.islink(venv) or made_by is None:
-        return 1, "setup: %s %s: remove it (`rm -rf %s`) and run `%s PYTHON=%s` again" % (
-            venv,
-            why,
-            venv,
-            command,
-            python,
-        )
+        again = f"`{command} PYTHON={python}`"
+        return 1, f"setup: {venv} {why}: remove it (`rm -rf {venv}`) and run {again} again"
     shutil.rmtree(venv)
-    return 0, "setup: %s %s; removed it, to make it again with %s (Python %s)" % (
-        venv,
-        why,
-        python,
-        version_text(sys.version_info[:3]),
-    )
+    mine = version_text(sys.version_info[:3])
+    return 0, f"setup: {venv} {why}; removed it, to make it again with {python} (Python {mine})"
 
 
 def main(argv=None):

@@ -36,6 +36,7 @@ REPORT = (
 def torch_requirement(pyproject: Path = PYPROJECT) -> str:
     """The torch requirement of the course package (``torch>=2.9,<3``), from pyproject.toml."""
     import tomllib  # Python 3.11+: main() refuses an older Python in one line first
+
     deps = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
     return next(d for d in deps if d.replace(" ", "").startswith(("torch>", "torch<", "torch=")))
 
