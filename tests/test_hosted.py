@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from course_utils.tools import hosted
-from course_utils.tools.torch_setup import CPU_INDEX
+from course_utils.tools.torch_setup import CPU_INDEX, index_reachable
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_FOLDERS = ("notebooks", "solutions", "labs")
@@ -105,13 +105,21 @@ def hosted_jupyter(tmp_path_factory):
         pytest.skip(f"cannot make a virtual environment: {last_line(made)}")
     python = str(venv / "bin" / "python")
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    # torch as a hosted Jupyter has it: a CPU wheel at hand (pip's find-links), else PyPI's CPU
-    # index (never the default index's multi-GB CUDA build)
-    got = run_quietly([*pip, "--no-index", "torch"], timeout=900)
-    if got.returncode:
+    # torch as a hosted Jupyter has it: a CPU wheel at hand (in pip's find-links), else one from
+    # PyPI's CPU index where it answers (never the default index's multi-GB CUDA build)
+    at_hand = [
+        wheel
+        for folder in os.environ.get("PIP_FIND_LINKS", "").split()
+        for wheel in sorted(Path(folder).glob("torch-*.whl"))
+    ]
+    if at_hand:
+        got = run_quietly([*pip, str(at_hand[-1])], timeout=900)
+    elif index_reachable():
         got = run_quietly([*pip, "--index-url", CPU_INDEX, "torch"], timeout=900)
+    else:
+        pytest.skip(f"no CPU torch wheel in PIP_FIND_LINKS, and {CPU_INDEX} does not answer")
     if got.returncode:
-        pytest.skip(f"no CPU torch wheel at hand or from {CPU_INDEX}: {last_line(got)}")
+        pytest.skip(f"cannot install a CPU torch: {last_line(got)}")
     got = run_quietly([*pip, "nbclient", "ipykernel"], timeout=900)
     if got.returncode:
         pytest.skip(f"cannot install nbclient and ipykernel: {last_line(got)}")
@@ -128,22 +136,20 @@ def hosted_jupyter(tmp_path_factory):
 
 def test_lesson_01_and_lab_01_opened_alone_install_the_course_and_run(hosted_jupyter, tmp_path):
     python, wheels = hosted_jupyter
-    assert run_quietly([python, "-c", "import course_utils"]).returncode != 0  # not there yet
-    for relative in ALONE:
-        shutil.copy2(ROOT / relative, tmp_path)
-    names = [Path(relative).name for relative in ALONE]
-    (tmp_path / "lesson").mkdir()
-    shutil.move(tmp_path / names[0], tmp_path / "lesson" / names[0])
-    (tmp_path / "lab").mkdir()
-    shutil.move(tmp_path / names[1], tmp_path / "lab" / names[1])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    assert run_quietly([python, "-c", "import course_utils"], env=env, cwd=tmp_path).returncode
+    # (not installed yet)
+    names = [Path(relative).name for relative in ALONE]  # a lesson and its lab: one name
+    for folder, relative in zip(("lesson", "lab"), ALONE, strict=True):
+        (tmp_path / folder).mkdir()
+        shutil.copy2(ROOT / relative, tmp_path / folder)
     env["PIP_FIND_LINKS"] = " ".join(filter(None, [str(wheels), env.get("PIP_FIND_LINKS")]))
     env["PATH"] = f"{Path(python).parent}{os.pathsep}{env['PATH']}"
     for folder, name in (("lesson", names[0]), ("lab", names[1])):
         done = run_quietly([python, "-c", RUN_ALONE, name], cwd=tmp_path / folder, env=env,
                            timeout=900)  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
-    shown = run_quietly([python, "-m", "pip", "show", "course-utils"], env=env).stdout
+    shown = run_quietly([python, "-m", "pip", "show", "course-utils"], env=env, cwd=tmp_path).stdout
     assert f"Version: {hosted.course_requirement().split('==')[1]}" in shown, shown
     lab = nbformat.read(tmp_path / "lab" / names[1], as_version=4)
     errors = [o for c in lab.cells if c.cell_type == "code" for o in c.outputs

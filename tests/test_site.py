@@ -648,6 +648,13 @@ def test_code_outputs_and_equations_fit_their_column_in_a_real_browser(browser, 
     assert not problems, "\n".join(problems)
 
 
+# Waits until the page has loaded and course.js has fitted its equations.
+SETTLED = """
+const done = arguments[arguments.length - 1];
+(window.courseMathFitted || Promise.resolve()).then(() => done(true), () => done(false));
+"""
+
+
 def test_no_serious_accessibility_violation_at_a_phones_width(browser, built, served, capsys):
     """axe-core on every page at 390 px (a phone): no serious or critical violation (a figure in
     a sideways-scrolling box the keyboard cannot reach was one, on lessons 01, 03 and 12)."""
@@ -661,7 +668,7 @@ def test_no_serious_accessibility_violation_at_a_phones_width(browser, built, se
         browser.set_window_size(390, 844)
         for name in pages:
             browser.get(served + name)
-            browser.execute_async_script(FIT_CHECKS)  # the page settled, equations fitted
+            browser.execute_async_script(SETTLED)
             for violation in _axe(browser):
                 impacts[violation["impact"]] += len(violation["nodes"])
                 if violation["impact"] in SERIOUS:
