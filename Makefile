@@ -1,9 +1,19 @@
 # Two entry points for newcomers: `make course` and `make test` (see README).
+# Any Python 3.11 to 3.13: `make course PYTHON=python3.12` picks one (README).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup instructor dev course test compat lint publish-labs site
+.PHONY: setup instructor dev course test compat lint publish-labs site check-python
+
+# Before anything is installed: a Python outside 3.11-3.13 is refused in one line naming the fix,
+# and a $(VENV) made by another Python is removed, to be made again below with the one named
+# (course_utils/tools/python_check.py; a $(VENV) made by a supported Python is kept unless
+# PYTHON= names another). Every entry point below lists it first.
+check-python:
+	@$(PYTHON) course_utils/tools/python_check.py --venv $(VENV) --python $(PYTHON) \
+		$(if $(filter command line environment,$(origin PYTHON)),--chosen) \
+		--command "make $(or $(firstword $(MAKECMDGOALS)),setup)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +49,9 @@ $(VENV)/.installed-site: $(VENV)/.installed
 	@echo "setup: website tools ready (Sphinx, Selenium)"
 	@touch $@
 
-setup: $(VENV)/.installed
-instructor: $(VENV)/.installed-instructor
-dev: $(VENV)/.installed-dev
+setup: check-python $(VENV)/.installed
+instructor: check-python $(VENV)/.installed-instructor
+dev: check-python $(VENV)/.installed-dev
 
 # JupyterLab on the whole checkout (lessons and labs), at lesson 01, with the course's JupyterLab
 # settings (widget state saved with the notebook). The lessons are not trusted, so their stored
@@ -57,7 +67,7 @@ course: setup
 # as a student runs them) and OMP_WAIT_POLICY=PASSIVE (conftest.py). PYTEST_ARGS adds options
 # (`make test PYTEST_ARGS="-k grading"`).
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed-dev $(VENV)/.installed-site
+test: check-python $(VENV)/.installed-dev $(VENV)/.installed-site
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The torch range the course allows, end to end (maintainers, before changing it; long, and

@@ -8,12 +8,27 @@ that CI checked.
 """
 
 import os
+import tomllib
+from pathlib import Path
 
-# Launch buttons (Colab, Binder and, with a hub's address, a JupyterHub) on lesson and lab pages
-# come from the repository that hosts this course, e.g.
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def project_repository(pyproject: Path = PYPROJECT) -> str:
+    """The repository URL in pyproject.toml's [project.urls] ("" where there is none)."""
+    if not pyproject.is_file():
+        return ""
+    urls = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"].get("urls", {})
+    return urls.get("Repository", "")
+
+
+# Launch buttons on lesson and lab pages (Colab, Binder, and, with a hub's address, a JupyterHub
+# through nbgitpuller) come from the repository that hosts this course: pyproject.toml's
+# [project.urls] Repository, or COURSE_REPOSITORY for a copy hosted elsewhere, e.g.
 #   COURSE_REPOSITORY=https://github.com/you/gpt-course COURSE_BRANCH=main make site
-# With no repository set, the site has no launch button (and so no dead link).
-REPOSITORY = os.environ.get("COURSE_REPOSITORY", "").strip().rstrip("/")
+# (COURSE_REPOSITORY=none: no launch button). Each notebook installs the course when opened alone.
+REPOSITORY = os.environ.get("COURSE_REPOSITORY", project_repository()).strip().rstrip("/")
+REPOSITORY = "" if REPOSITORY == "none" else REPOSITORY
 BRANCH = os.environ.get("COURSE_BRANCH", "").strip() or "main"
 JUPYTERHUB = os.environ.get("COURSE_JUPYTERHUB", "").strip()
 

@@ -292,10 +292,19 @@ def test_every_lesson_and_lab_page_links_its_committed_notebook(built):
             assert served.read_bytes() == _committed(f"{folder}/{path.stem}.ipynb")
 
 
-def test_the_default_build_has_no_launch_button(built):
-    for path in built.rglob("*.html"):
+def test_the_default_build_launches_each_notebook_from_the_pyproject_repository(built):
+    """Colab and Binder buttons on every lesson and lab page, from [project.urls] Repository."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    repo = project["urls"]["Repository"].removeprefix("https://github.com/")
+    pages = [p for folder in ("notebooks", "labs") for p in sorted((built / folder).glob("*.html"))]
+    assert len(pages) > 20
+    for path in pages:
         text = path.read_text(encoding="utf-8")
-        assert "colab.research.google.com" not in text and "mybinder.org" not in text, path
+        notebook = f"{path.parent.name}/{path.stem}.ipynb"
+        assert f"colab.research.google.com/github/{repo}/blob/main/{notebook}" in text, path
+        assert f"mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/{notebook}" in text, path
 
 
 def _mini_source(tmp_path: Path, index: str) -> Path:
@@ -311,6 +320,7 @@ def _mini_source(tmp_path: Path, index: str) -> Path:
 def test_launch_buttons_come_from_the_repository_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_REPOSITORY", "https://github.com/example/gpt-course")
     monkeypatch.setenv("COURSE_BRANCH", "spring")
+    monkeypatch.setenv("COURSE_JUPYTERHUB", "https://hub.example.edu")
     src = _mini_source(tmp_path, "# Home\n\n```{toctree}\nlabs/01_tokens_and_embeddings\n```\n")
     (src / "labs").mkdir()
     shutil.copy2(ROOT / "labs" / "01_tokens_and_embeddings.ipynb", src / "labs")
@@ -319,6 +329,8 @@ def test_launch_buttons_come_from_the_repository_setting(tmp_path, monkeypatch):
     path = "example/gpt-course/blob/spring/labs/01_tokens_and_embeddings.ipynb"
     assert f"https://colab.research.google.com/github/{path}" in page
     assert "https://mybinder.org/v2/gh/example/gpt-course/spring?urlpath=lab/tree/labs/" in page
+    puller = "https://hub.example.edu/hub/user-redirect/git-pull?repo=https://github.com/example"
+    assert puller in page.replace("%3A", ":").replace("%2F", "/"), page  # nbgitpuller
 
 
 def test_a_broken_page_fails_the_build_naming_the_file_and_the_problem(tmp_path):
@@ -585,10 +597,17 @@ const done = arguments[arguments.length - 1];
     if (img.naturalWidth >= column && width < column - 20) {
       narrow.push(`a ${img.naturalWidth} px figure drawn ${Math.round(width)} px wide`);
     }
-    // On a phone a wide figure keeps a readable width and scrolls inside its box instead.
-    if (innerWidth < 700 && img.naturalWidth > 1.5 * column &&
-        width < Math.min(img.naturalWidth, 600)) {
-      narrow.push(`a ${img.naturalWidth} px figure shrunk to ${Math.round(width)} px on a phone`);
+    // Scaled to the column (never wider, never in a sideways-scrolling box) and a link to the
+    // full-size image, a tap away.
+    if (img.naturalWidth > column && width > column + 1) {
+      narrow.push(`a ${img.naturalWidth} px figure drawn ${Math.round(width)} px wide`);
+    }
+    for (let box = img.parentElement; box !== article; box = box.parentElement) {
+      if (box.scrollWidth > box.clientWidth + 1) narrow.push(`a figure scrolls in ${name(box)}`);
+    }
+    const link = img.closest("a");
+    if (!link || new URL(link.href).pathname !== new URL(img.src).pathname) {
+      narrow.push(`a figure not linked to its full-size image: ${img.getAttribute("src")}`);
     }
   }
   const page = document.scrollingElement;
@@ -602,7 +621,8 @@ def test_code_outputs_and_equations_fit_their_column_in_a_real_browser(browser, 
     """At a desktop's 1400 px no code, output, equation or table box is wider than the column
     or scrolls sideways; at a phone's 390 px a box may scroll inside itself (100-character code
     lines, an equation MathJax cannot break) but none is wider than the column, and the page
-    never scrolls sideways. Wide figures fill the column at both."""
+    never scrolls sideways. Wide figures fill the column at both (scaled down on a phone, never
+    in a scrolling box), each a link to its full-size image."""
     pages = sorted(
         p.relative_to(built).as_posix()
         for folder in ("notebooks", "labs")
@@ -625,4 +645,39 @@ def test_code_outputs_and_equations_fit_their_column_in_a_real_browser(browser, 
                 problems += [f"{width} px {name}: {p}" for key in keys for p in found[key]]
     finally:
         browser.set_window_size(1280, 900)
+    assert not problems, "\n".join(problems)
+
+
+# Waits until the page has loaded and course.js has fitted its equations.
+SETTLED = """
+const done = arguments[arguments.length - 1];
+(window.courseMathFitted || Promise.resolve()).then(() => done(true), () => done(false));
+"""
+
+
+def test_no_serious_accessibility_violation_at_a_phones_width(browser, built, served, capsys):
+    """axe-core on every page at 390 px (a phone): no serious or critical violation (a figure in
+    a sideways-scrolling box the keyboard cannot reach was one, on lessons 01, 03 and 12)."""
+    pages = sorted(
+        p.relative_to(built).as_posix()
+        for p in built.rglob("*.html")
+        if not p.relative_to(built).as_posix().startswith("_")
+    )
+    problems, impacts = [], Counter()
+    try:
+        browser.set_window_size(390, 844)
+        for name in pages:
+            browser.get(served + name)
+            browser.execute_async_script(SETTLED)
+            for violation in _axe(browser):
+                impacts[violation["impact"]] += len(violation["nodes"])
+                if violation["impact"] in SERIOUS:
+                    problems += [
+                        f"{name}: ({violation['impact']}) {violation['id']}: {node}"
+                        for node in violation["nodes"]
+                    ]
+    finally:
+        browser.set_window_size(1280, 900)
+    with capsys.disabled():
+        print(f"\naxe-core at 390 px, {len(pages)} pages: {dict(impacts) or 'no violation'}")
     assert not problems, "\n".join(problems)

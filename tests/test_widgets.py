@@ -14,7 +14,7 @@ QUESTIONS = [
         1,
         "Row t predicts the next token, ending with <eos>.",
     ),
-    Question("What is 2 + 2?", ["3", "4"], 1, "Two and two make four."),
+    Question("What is 2 + 2?", ["3", "4"], 1, "Two and two make four.", {"3": "That is 2 + 1."}),
 ]
 
 
@@ -70,7 +70,7 @@ def test_a_wrong_choice_can_be_retried_before_the_explanation_shows():
     quiz = Quiz(QUESTIONS)
     choice, feedback = quiz.box.children[4:6]  # question 2: "What is 2 + 2?"
     choice.value = "3"
-    assert feedback.value == "\u274c Not quite: try another answer."
+    assert feedback.value == "\u274c Not quite. That is 2 + 1. Try another answer."
     assert "four" not in feedback.value
     choice.value = "4"
     assert feedback.value == "\u2705 Right. Two and two make four."
@@ -129,3 +129,24 @@ def test_quiz_12_counts_the_4_09m_model_right():
     assert sum(p.numel() for p in GPT(config).parameters()) == 4_088_320
     (item,) = [i for lesson, i in _all_quiz_items() if "4.09M" in i["prompt"]]
     assert "4,088,320" in item["right"] and "4,738,560" not in item["right"]
+
+
+def test_every_wrong_quiz_option_says_why_it_is_wrong():
+    """Each wrong option of every lesson's quiz carries its reason (``why_wrong``), which a wrong
+    pick shows."""
+    missing, stray = [], []
+    for lesson, item in _all_quiz_items():
+        why = item.get("why_wrong", {})
+        missing += [(lesson, w) for w in item["wrong"] if not why.get(w, "").strip()]
+        stray += [(lesson, w) for w in why if w not in item["wrong"]]
+    assert not missing, f"{len(missing)} wrong options without a why_wrong reason: {missing[:5]}"
+    assert not stray, stray
+
+
+def test_a_lessons_quiz_shows_the_reason_for_a_wrong_pick():
+    quiz = Quiz.for_lesson("01_tokens_and_embeddings")
+    question = quiz.questions[0]
+    choice, feedback = quiz.box.children[1:3]
+    wrong = next(o for i, o in enumerate(question.options) if i != question.answer)
+    choice.value = wrong
+    assert question.why_wrong[wrong] in feedback.value and feedback.value.startswith("\u274c")

@@ -15,7 +15,7 @@ import io
 import json
 import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -94,6 +94,7 @@ class Question:
     options: list[str]
     answer: int  # index into options
     explanation: str
+    why_wrong: dict[str, str] = field(default_factory=dict)  # wrong option -> why it is wrong
 
 
 QUIZ_DIR = Path(__file__).parent / "quizzes"
@@ -102,7 +103,8 @@ QUIZ_DIR = Path(__file__).parent / "quizzes"
 def load_questions(lesson: str) -> list[Question]:
     """The quiz of ``lesson`` (e.g. ``"02_attention"``) from ``quizzes/<lesson>.json``.
 
-    The file lists each question's right answer first (``"right"``, then ``"wrong"``); the
+    The file lists each question's right answer first (``"right"``, then ``"wrong"``, and in
+    ``"why_wrong"`` what each wrong option gets wrong, which a wrong pick shows); the
     options are shuffled with a seed taken from the lesson's name, with the right answers spread
     evenly over the positions, so the notebook's source gives nothing away and no position is
     the usual answer.
@@ -122,7 +124,8 @@ def load_questions(lesson: str) -> list[Question]:
         rng.shuffle(wrong)
         at = slot % (len(wrong) + 1)
         options = [*wrong[:at], item["right"], *wrong[at:]]
-        questions.append(Question(item["prompt"], options, at, item["explanation"]))
+        why = item.get("why_wrong", {})
+        questions.append(Question(item["prompt"], options, at, item["explanation"], why))
     return questions
 
 
@@ -133,8 +136,8 @@ SAVED_QUIZ = (
 
 
 class Quiz:
-    """Multiple-choice questions; a wrong choice says so and can be retried, the right one
-    shows why (the explanation would give the answer away after a wrong one)."""
+    """Multiple-choice questions; a wrong choice says what it gets wrong and can be retried, the
+    right one shows why (that explanation would give the answer away after a wrong one)."""
 
     @classmethod
     def for_lesson(cls, lesson: str) -> Quiz:
@@ -160,7 +163,9 @@ class Quiz:
             if q.options.index(change["new"]) == q.answer:
                 feedback.value = f"\u2705 Right. {_text(q.explanation)}"
             else:
-                feedback.value = "\u274c Not quite: try another answer."
+                why = q.why_wrong.get(change["new"])
+                because = f" {_text(why)}" if why else ""
+                feedback.value = f"\u274c Not quite.{because} Try another answer."
 
         return on_choice
 

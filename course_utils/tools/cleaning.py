@@ -25,11 +25,14 @@ JUPYTERLAB_KEYS = "cell.metadata.collapsed"
 # ipywidgets' saved widget state, which nbstripout strips by default: published notebooks keep it.
 WIDGET_STATE = "metadata.widgets"
 
+LAB_VERSION_KEY = "metadata.language_info.version"
 KEEP_PUBLISHED = ["--keep-output", "--keep-count", "--keep-metadata-keys"]
 STRIP_FLAGS = {  # (the kernelspec's display_name stays: the schema, and so nbgrader, needs it)
     "notebooks": [*KEEP_PUBLISHED, f"{WIDGET_STATE} {JUPYTERLAB_KEYS}"],
     "solutions": [*KEEP_PUBLISHED, f"{WIDGET_STATE} {JUPYTERLAB_KEYS}"],
-    "labs": ["--keep-metadata-keys", JUPYTERLAB_KEYS],
+    # labs also lose the kernel's Python version: a lab a student runs on another Python (3.12,
+    # 3.13) then stays unchanged in git
+    "labs": ["--keep-metadata-keys", JUPYTERLAB_KEYS, "--extra-keys", LAB_VERSION_KEY],
 }
 
 GIT_FILTERS = {"notebooks": "nbstripout-keep", "solutions": "nbstripout-keep", "labs": "nbstripout"}

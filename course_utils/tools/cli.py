@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..core.cli import run_command
+from .python_check import refusal, venv_fix
 
 # command -> (module, its configure function, one line of help)
 COMMANDS = {
@@ -36,6 +37,8 @@ COMMANDS = {
                    "write a Gradescope autograder bundle for a lab"),
     "labs": ("course_utils.tools.labs", "configure",
              "regenerate labs/ from solutions/, or check they are in sync"),
+    "hosted": ("course_utils.tools.hosted", "configure",
+               "put the course's install lines atop each lesson's and solution's first cell"),
     "normalize": ("course_utils.tools.normalize", "configure",
                   "store notebooks as JupyterLab writes them on open, lessons linking their lab"),
     "publish": ("course_utils.tools.publish", "configure",
@@ -89,6 +92,10 @@ def build_parser(selected: str | None = None, action: str | None = None) -> argp
 
 
 def main(argv: list[str] | None = None) -> int:
+    wrong_python = refusal(how=venv_fix())  # the wheel's way in has no make to check it
+    if wrong_python:
+        print(wrong_python, file=sys.stderr)
+        return 2
     argv = list(sys.argv[1:] if argv is None else argv)
     words = [a for a in argv if not a.startswith("-")]
     selected = words[0] if words and words[0] in COMMANDS else None

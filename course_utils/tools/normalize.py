@@ -74,8 +74,8 @@ def _hide_like_jupyterlab(cell) -> None:
 def normalize(nb, folder: str) -> None:
     """Bring ``nb`` (of the course folder ``folder``) into its stored form, in place."""
     language = nb.metadata.get("language_info")
-    if language is not None and language.get("name") == "python":
-        language.setdefault("version", kernel_python_version())
+    if language is not None and language.get("name") == "python" and folder != "labs":
+        language.setdefault("version", kernel_python_version())  # labs are stored without one
     if WIDGET_STATE in nb.metadata.get("widgets", {}):
         nb.metadata["widgets"] = {WIDGET_STATE: dict(STATE_BEFORE_A_RUN)}
     for cell in nb.cells:

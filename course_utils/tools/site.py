@@ -185,6 +185,8 @@ def stage(src: Path, root: Path = ROOT) -> list[str]:
     """Lay out Sphinx's sources in ``src`` (which must not exist), mirroring the repository;
     returns notes (where the notebooks came from, widgets without saved state)."""
     shutil.copytree(root / "docs", src / "docs")
+    if (root / "pyproject.toml").is_file():  # docs/conf.py reads the repository URL there
+        shutil.copy2(root / "pyproject.toml", src / "pyproject.toml")
     for name in PAGES:
         shutil.copy2(root / name, src / name)
     home = (root / "README.md").read_text(encoding="utf-8").rstrip("\n")

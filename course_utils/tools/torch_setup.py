@@ -15,10 +15,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+try:
+    from course_utils.tools.python_check import refusal
+except ImportError:  # run as a script (make setup), with its own folder on sys.path
+    from python_check import refusal
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PROBE_SECONDS = 5  # one request to the CPU index; pip alone would retry each file for minutes
@@ -31,6 +35,8 @@ REPORT = (
 
 def torch_requirement(pyproject: Path = PYPROJECT) -> str:
     """The torch requirement of the course package (``torch>=2.9,<3``), from pyproject.toml."""
+    import tomllib  # Python 3.11+: main() refuses an older Python in one line first
+
     deps = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
     return next(d for d in deps if d.replace(" ", "").startswith(("torch>", "torch<", "torch=")))
 
@@ -67,6 +73,10 @@ def pip_install(requirement: str, *extra: str) -> int:
 
 
 def main() -> int:
+    wrong_python = refusal()
+    if wrong_python:
+        print(wrong_python, file=sys.stderr)
+        return 1
     found = installed_torch()
     if found:
         print(f"torch setup: keeping the installed {found}")

@@ -24,3 +24,20 @@
     pending = setTimeout(fit, 100);
   });
 })();
+/* Each figure of a lesson or lab links to its full-size image: scaled to the column on a phone,
+   the whole figure at its own size is a tap away. */
+(() => {
+  const link = () => {
+    for (const img of document.querySelectorAll("div.cell_output img")) {
+      if (img.closest("a")) continue;
+      const a = document.createElement("a");
+      a.href = img.getAttribute("src");
+      a.className = "course-figure";
+      a.title = "Open the full-size figure";
+      img.replaceWith(a);
+      a.append(img);
+    }
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", link);
+  else link();
+})();
