@@ -11,6 +11,7 @@ hidden tests.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -30,9 +31,11 @@ from traitlets import Integer, Unicode
 
 from ..engine.io import atomic_write_text
 from ..lessons import recording
+from . import outcomes
 from . import sandbox as sandboxes
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
 from .limiter import Group
+from .outcomes import INSTRUCTOR, PASSED, entry, set_message
 from .references import calls_in
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
@@ -292,7 +295,8 @@ def grade_in_worker(job: dict) -> dict:
     graded = nbformat.read(
         course / "autograded" / STUDENT / job["lab"] / f"{job['lab']}.ipynb", as_version=4
     )
-    feedback, timeouts, records = read_feedback(graded, test_cells(release), job["timeout"])
+    tests, hidden = test_cells(release), job.get("hidden", {})
+    feedback, timeouts, records = read_feedback(graded, tests, job["timeout"], hidden)
     notes = kernel_notes(graded) + notes
     if timeouts:
         notes.insert(0, f"timed out after {job['timeout']} s: {', '.join(timeouts)}")
@@ -326,6 +330,8 @@ def reference_in_worker(job: dict) -> dict:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        if _is_test(cell):
+            cell.source = cell.source.replace(HIDDEN_BEGIN, HIDDEN_MARK, 1)
     config = Config()
     configure_kernel(config, job)
     executor = SandboxedExecute(config=config)
@@ -338,9 +344,35 @@ def reference_in_worker(job: dict) -> dict:
         if message:
             where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
             return {"status": ERROR, "reason": f"the solution fails in {where}: {message}"}
-    records = {c.metadata.nbgrader["grade_id"]: cell_records(c) for c in nb.cells if _is_test(c)}
+    records = {
+        c.metadata.nbgrader["grade_id"]: hidden_marked(cell_records(c))
+        for c in nb.cells
+        if _is_test(c)
+    }
     slowest = max((cell_seconds(c) for c in nb.cells if c.cell_type == "code"), default=0.0)
     return {"status": GRADED, "records": records, "tests": tests, "slowest": slowest}
+
+
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+# In the solution's run only: where its hidden tests begin, a record that says so, so that each
+# expected value knows whether a hidden check holds it (the solution is trusted; a hand-in's
+# kernel is not asked).
+HIDDEN_MARK = (
+    '__import__("course_utils.lessons.recording", fromlist=["publish"])'
+    '.publish({"hidden_from_here": True})'
+)
+
+
+def hidden_marked(records: list[dict]) -> list[dict]:
+    """The solution's records of a test cell, each after the hidden-tests mark flagged
+    ``"hidden": True``, the mark itself left out."""
+    marked, hidden = [], False
+    for record in records:
+        if record.get("hidden_from_here") is True and "check" not in record:
+            hidden = True
+            continue
+        marked.append({**record, "hidden": True} if hidden else record)
+    return marked
 
 
 def cell_seconds(cell) -> float:
@@ -518,10 +550,12 @@ def read_scores(db_url: str, lab: str) -> dict[str, float]:
         return {grade.name: float(grade.score or 0.0) for grade in notebook.grades}
 
 
-def read_feedback(nb, tests: dict[str, float], timeout: int):
+def read_feedback(nb, tests: dict[str, float], timeout: int, hidden: dict[str, str] | None = None):
     """Per test cell: its message and (truncated) output, the problems of the cells run since the
     previous test (an answer that raised or timed out), and its check records. Also the cells
-    that timed out."""
+    that timed out. ``hidden``: test -> its cell as handed out, for each test cell with hidden
+    tests, whose output and errors are the instructor's (:func:`hidden_cell_audience`)."""
+    hidden = hidden or {}
     feedback: dict[str, dict] = {}
     records: dict[str, list[dict]] = {}
     timeouts: list[str] = []
@@ -535,7 +569,12 @@ def read_feedback(nb, tests: dict[str, float], timeout: int):
             timeouts.append(name)
         if name in tests:
             output = truncate(output_text(cell))
-            feedback[name] = {"message": message or "passed", "output": output, "before": before}
+            feedback[name] = entry(message or PASSED, output=output, before=before)
+            if name in hidden:
+                feedback[name]["output_audience"] = INSTRUCTOR
+                if message:
+                    audience, shown = hidden_cell_audience(cell, message, hidden[name])
+                    set_message(feedback[name], message, audience, shown)
             records[name] = cell_records(cell)
             before = []
         elif message:
@@ -564,6 +603,59 @@ def cell_message(cell, timeout: int, graded: bool) -> str:
         first = next((line for line in "".join(stderr).splitlines() if line.strip()), "")
         return one_line(f"wrote to stderr, which counts as a failure: {first}", MAX_MESSAGE_CHARS)
     return ""
+
+
+NOT_DEFINED = re.compile(
+    r"\u274c (?:Exercise \d+ is not done yet: (?:its answer cell still raises "
+    r"NotImplementedError, so )?(?P<a>\w+)(?: is not defined| still raises NotImplementedError)"
+    r"|(?P<b>\w+) is not (?:defined|done yet))"
+)
+
+
+def hidden_cell_audience(cell, message: str, handed_out: str) -> tuple[str, str]:
+    """Who may read the failure ``message`` of a test cell with hidden tests, and what the
+    student reads instead where it is the instructor's. The grader's own words (a timeout, a
+    dead kernel) and a stub's note about a name of the visible checks are the student's; any
+    other error or stderr line the hand-in's code wrote, whose text may hold a hidden input,
+    is the instructor's."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    names = [str(e.get("ename", "")) for e in errors]
+    if "CellTimeoutError" in names and message.startswith("timed out"):
+        return outcomes.STUDENT, ""  # the grader's text, whatever the hand-in named its errors
+    if KERNEL_DIED in names:
+        return INSTRUCTOR, "\u274c the kernel died while this exercise's tests ran"
+    stub = NOT_DEFINED.match(message)
+    name = stub and (stub.group("a") or stub.group("b"))
+    if name and name in visible_names(handed_out):
+        return INSTRUCTOR, (
+            f"\u274c {name} is not defined or still raises NotImplementedError: this exercise "
+            "is not done yet, or a cell above it has not been run"
+        )
+    ename = names[0] if names else ""
+    what = ename if ename in BUILTIN_ERRORS else "an error"
+    if not errors:
+        what = "output on stderr (a failure)"
+    return INSTRUCTOR, (
+        f"\u274c {what} while this exercise's tests ran, hidden tests included (not shown "
+        "here: run the exercise's checks in your notebook to see it)"
+    )
+
+
+# Error names a student may read: Python's own (a hand-in's class name could spell an input)
+BUILTIN_ERRORS = {
+    name for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+} | {"CheckFailed"}  # fmt: skip
+
+
+def visible_names(source: str) -> set[str]:
+    """The names the handed-out test cell reads (what a stub's note may name)."""
+    import ast
+
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
 
 
 def output_text(cell) -> str:

@@ -58,6 +58,7 @@ from .gradebook import (
     write_feedback,
     write_gradebook,
 )
+from .outcomes import INSTRUCTOR, PASSED, STUDENT, entry, set_message
 from .references import exercise_references, reference_note
 from .submissions import (
     RosterError,
@@ -68,7 +69,7 @@ from .submissions import (
     read_roster,
     readable,
 )
-from .verify import UNREPORTED, verify_cell
+from .verify import UNREPORTED, verdict
 from .workers import DiskWatch, kill_running, last_lines, run_with_limit
 
 DEFAULT_TIMEOUT = 300  # seconds per cell
@@ -581,7 +582,8 @@ def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
     references = {answer: info["reference"] for answer, info in lab.references.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
             "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
-            "threads": settings.threads, "references": references, **fields}  # fmt: skip
+            "threads": settings.threads, "references": references, "hidden": lab.hidden,
+            **fields}  # fmt: skip
 
 
 def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, int | None, str]:
@@ -678,13 +680,14 @@ def verified(result: Result, records: dict, reference: dict, lab: Lab) -> Result
     if result.status != GRADED:
         return result
     for test in lab.tests:
-        ok, message = verify_cell(records.get(test, []), reference.get(test, []))
-        info = result.feedback.setdefault(test, {"message": "not run", "output": "", "before": []})
+        ok, message, hidden = verdict(records.get(test, []), reference.get(test, []))
+        info = result.feedback.setdefault(test, entry())
+        audience = INSTRUCTOR if hidden else STUDENT
         if message:
-            info["message"] = message
-        elif not ok and info.get("message") == "passed":  # no error, yet a check is missing
+            set_message(info, message, audience)
+        elif not ok and info.get("message") == PASSED:  # no error, yet a check is missing
             missing = reference[test][len(records.get(test, []))].get("name")
-            info["message"] = f"\u274c {missing}: {UNREPORTED}"
+            set_message(info, f"\u274c {missing}: {UNREPORTED}", audience)
         if not ok:
             result.scores[test] = 0.0
     return result
@@ -702,11 +705,11 @@ def with_references(result: Result, calls: dict, lab: Lab, forbid: bool) -> Resu
             continue
         note = reference_note(answer, called)
         notes.append(note)
-        info = result.feedback.setdefault(test, {"message": "not run", "output": "", "before": []})
+        info = result.feedback.setdefault(test, entry())
         info["before"] = [*info.get("before", []), note]
         if forbid:
             result.scores[test] = 0.0
-            info["message"] = f"\u274c {note}: the exercise asks you to write it, so it scores 0"
+            set_message(info, f"\u274c {note}: the exercise asks you to write it, so it scores 0")
     if notes:
         result.reason = one_line("; ".join(filter(None, [*notes, result.reason])), MAX_REASON_CHARS)
     return result

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..engine.io import atomic_write_text
+from .outcomes import for_student
 
 # Row statuses: only GRADED rows were executed; the others score 0 and say why in `reason`.
 GRADED = "graded"
@@ -177,12 +178,6 @@ def file_name(student: str) -> str:
     return "_" + name if name.startswith(".") else name
 
 
-HIDDEN_FAILED = (
-    "\u274c a hidden test failed (what hidden tests check and print is not shown: test your "
-    "answer on more cases than the visible checks)"
-)
-
-
 def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> str:
     """A student's feedback file: the score, then a section per exercise, headed by its title.
     ``student_facing``: a failed hidden test says so without its inputs, values or output."""
@@ -206,58 +201,10 @@ def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> 
 
 
 def student_view(result: Result, lab: Lab, test: str) -> dict:
-    """A test cell's feedback as its student may see it: for a cell with hidden tests, no
-    output (what the hand-in printed while they ran shows their inputs) and no hidden check's
-    message. The feedback files and Gradescope's results both show this."""
-    info = dict(result.feedback.get(test, {}))
-    if test in lab.hidden:
-        info["output"] = ""
-        if info.get("message", "passed") not in ("passed", "not run"):
-            info["message"] = _visible_part(info["message"], lab.hidden[test])
-    return info
-
-
-def _visible_part(message: str, visible: str) -> str:
-    """What a student may read of a failed test cell with hidden tests: a visible check's
-    message (its name is in the cell the student has), the grader's own notes (a forbidden
-    call, a timeout, a dead kernel, a name never defined); not a hidden check's values or an
-    error raised on a hidden input."""
-    if "is not done yet" in message:  # the lab's own stub: nothing of a test in it
-        return message
-    if message.startswith("\u274c") and "scores 0" not in message:
-        shown = any(p.match(message[1:].strip()) for p in visible_check_names(visible))
-        return message if shown else HIDDEN_FAILED
-    own = ("timed out", "scores 0", "kernel died", "NameError", "not run")
-    return message if any(note in message for note in own) else HIDDEN_FAILED
-
-
-def visible_check_names(source: str) -> list[re.Pattern]:
-    """Patterns for the names of the checks in ``source`` (the test cell as handed out), each
-    followed by the ``:`` that starts a check's message: a string name as it is, an f-string's
-    fields as wildcards (``f"lr_schedule over {n} steps"``)."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    patterns = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and node.args):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if not name.startswith("check"):
-            continue
-        first = node.args[0]
-        if isinstance(first, ast.Constant) and isinstance(first.value, str):
-            patterns.append(re.escape(first.value))
-        elif isinstance(first, ast.JoinedStr):
-            parts = [
-                re.escape(v.value) if isinstance(v, ast.Constant) else ".+?" for v in first.values
-            ]
-            patterns.append("".join(parts))
-    return [re.compile(f"{p}:", re.DOTALL) for p in patterns]
+    """A test cell's feedback as its student may see it, read from the audience fields set where
+    each message was made (:mod:`.outcomes`): the feedback files and Gradescope's results show
+    this."""
+    return for_student(result.feedback.get(test, {}))
 
 
 def _exercise_lines(title: str, score: float, points: float, info: dict) -> list[str]:
