@@ -33,10 +33,20 @@ from ..engine.io import atomic_write_text
 from ..lessons import recording
 from . import outcomes
 from . import sandbox as sandboxes
+from .forbidden import forbidden_uses
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
 from .limiter import Group
-from .outcomes import INSTRUCTOR, PASSED, entry, set_message
-from .references import calls_in
+from .outcomes import (
+    INSTRUCTOR,
+    LIMIT_KINDS,
+    MEMORY,
+    OUTPUT,
+    PASSED,
+    TASKS,
+    TIME,
+    entry,
+    set_message,
+)
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
 from .verify import cell_records, check_aliases, strip_expected
@@ -121,6 +131,7 @@ class SandboxedExecute(Execute):
     a kernel that dies (or will not stop) costing only the cells it did not run."""
 
     kernel_cwd = Unicode("", help="the kernel's working directory").tag(config=True)
+    flags = Unicode("", help="folder for what happened: output-capped, killed").tag(config=True)
     max_output_bytes = Integer(MAX_CELL_OUTPUT, help="output kept per cell").tag(config=True)
 
     async def async_start_new_kernel(self, **kwargs):
@@ -158,8 +169,22 @@ class SandboxedExecute(Execute):
         except (DeadKernelError, CellTimeoutError) as exc:
             if self._running < 0:  # it never ran a cell: nbgrader reports the failure
                 raise
-            mark_unrun(nb, self._running, f"{type(exc).__name__}: {str(exc).strip()[:200]}")
+            why = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            if isinstance(exc, DeadKernelError) and self._killed():
+                why = f"killed by SIGKILL, as the out-of-memory killer does ({why})"
+                self._flag(MEMORY)
+            mark_unrun(nb, self._running, why)
             return nb, self.resources
+
+    def _killed(self) -> bool:
+        """Whether the dead kernel (or bwrap around it) was killed by SIGKILL."""
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        code = process.poll() if process is not None else None
+        return code in (-9, 128 + 9)
+
+    def _flag(self, name: str) -> None:
+        if self.flags:
+            (Path(self.flags) / name).touch()
 
     def preprocess_cell(self, cell, resources, index):
         self._running = index
@@ -181,6 +206,7 @@ class SandboxedExecute(Execute):
             return super().output(outs, msg, display_id, cell_index)
         if used <= cap and not is_record:  # the first output over a cap: say so, once
             self._output_bytes[key] = cap + 1
+            self._flag(OUTPUT)
             whose = "of output" if used + size > cap else "of output in the whole notebook"
             limit = cap if used + size > cap else total_cap
             note = f"\n[the grader kept only the first {limit:,} bytes {whose}]\n"
@@ -208,6 +234,14 @@ def mark_unrun(nb, index: int, why: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The kernel: where it runs and what it sees
+
+
+def flags_folder(job: dict) -> Path:
+    """Where the executor notes a limit it saw (one empty file per kind): the worker's own
+    folder, out of the sandboxed kernel's reach."""
+    folder = Path(job["workdir"]) / "flags"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def kernel_environment(job: dict) -> dict[str, str]:
@@ -253,6 +287,7 @@ def configure_kernel(config, job: dict) -> None:
     config.Execute.kernel_name = KERNEL_NAME
     config.SandboxedExecute.kernel_name = KERNEL_NAME
     config.SandboxedExecute.kernel_cwd = str(home / "work")
+    config.SandboxedExecute.flags = str(flags_folder(job))
     config.SandboxedExecute.timeout = job["timeout"]
     config.SandboxedExecute.iopub_timeout = IOPUB_TIMEOUT
     config.SandboxedExecute.startup_timeout = KERNEL_STARTUP_TIMEOUT
@@ -282,7 +317,7 @@ def grade_in_worker(job: dict) -> dict:
     if reason := wrong_lab_reason(nb, release, job["lab"]):
         return {"status": WRONG_LAB, "reason": reason}
     nb, notes = repair(nb, release)
-    calls = reference_calls(nb, job.get("references", {}))
+    uses = forbidden_uses(nb, job.get("forbidden", {}))
     db_url = f"sqlite:///{Path(job['workdir']) / 'gradebook.db'}"
     shutil.copyfile(job["db"], Path(job["workdir"]) / "gradebook.db")
     notes = restored_cells(nb, release, db_url, job["lab"]) + notes
@@ -300,25 +335,62 @@ def grade_in_worker(job: dict) -> dict:
     notes = kernel_notes(graded) + notes
     if timeouts:
         notes.insert(0, f"timed out after {job['timeout']} s: {', '.join(timeouts)}")
+    flagged = {p.name for p in flags_folder(job).iterdir()}
     return {
         "status": GRADED,
         "reason": "; ".join(notes),
         "scores": read_scores(db_url, job["lab"]),
         "feedback": feedback,
         "records": records,
-        "references": calls,
+        "forbidden": uses,
+        "limits": limits_hit(graded, bool(timeouts), flagged),
+        "answers": answer_digests(nb, release),
     }
 
 
-def reference_calls(nb, references: dict[str, list[str]]) -> dict[str, list[str]]:
-    """answer grade_id -> the references its answer cells (every copy) import or call."""
-    calls: dict[str, list[str]] = {}
+def answer_digests(nb, release) -> dict[str, str]:
+    """answer grade_id -> a digest of its code's syntax tree (comments and layout left out),
+    for each answer cell that is not the lab's stub: two hand-ins with the same digest hold the
+    same answer, which the class summary names as a hint."""
+    import ast
+    import hashlib
+
+    def digest(source: str) -> str:
+        try:
+            text = ast.dump(ast.parse(source))
+        except SyntaxError:
+            text = " ".join(source.split())
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    stubs = {c.metadata.get("nbgrader", {}).get("grade_id"): digest(c.source)
+             for c in release.cells if c.cell_type == "code"}  # fmt: skip
+    found = {}
     for cell in nb.cells:
-        answer = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if cell.cell_type == "code" and answer in references:
-            found = calls_in(cell.source, references[answer])
-            calls[answer] = list(dict.fromkeys([*calls.get(answer, []), *found]))
-    return {answer: found for answer, found in calls.items() if found}
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        answer = meta.get("grade_id")
+        if cell.cell_type == "code" and meta.get("solution") and answer in stubs:
+            mine = digest(cell.source)
+            if mine != stubs[answer]:
+                found[answer] = mine
+    return found
+
+
+def limits_hit(nb, timed_out: bool, flagged: set[str]) -> list[str]:
+    """The kinds of limit a graded notebook ran into, from what happened: a cell interrupted
+    at --timeout, a MemoryError (or torch's failed allocation) anywhere, a thread or process
+    that could not start, the kernel killed as the out-of-memory killer does, output cut."""
+    kinds = {TIME} if timed_out else set()
+    kinds |= flagged & set(LIMIT_KINDS)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "error":
+                continue
+            name, value = str(output.get("ename", "")), str(output.get("evalue", ""))
+            if name in ("MemoryError", "OutOfMemoryError") or "can't allocate memory" in value:
+                kinds.add(MEMORY)
+            if name == "BlockingIOError" or "can't start new thread" in value:
+                kinds.add(TASKS)
+    return sorted(kinds)
 
 
 def reference_in_worker(job: dict) -> dict:
@@ -350,7 +422,18 @@ def reference_in_worker(job: dict) -> dict:
         if _is_test(c)
     }
     slowest = max((cell_seconds(c) for c in nb.cells if c.cell_type == "code"), default=0.0)
-    return {"status": GRADED, "records": records, "tests": tests, "slowest": slowest}
+    return {"status": GRADED, "records": records, "tests": tests, "slowest": slowest,
+            "peak_bytes": peak_bytes()}  # fmt: skip
+
+
+def peak_bytes() -> int:
+    """The most memory this worker and its kernel (its largest child, reaped by now) held at
+    once: their peak resident sizes added up."""
+    import resource
+
+    kernel = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    worker = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (kernel + worker) * 1024  # Linux reports KiB
 
 
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
@@ -570,6 +653,8 @@ def read_feedback(nb, tests: dict[str, float], timeout: int, hidden: dict[str, s
         if name in tests:
             output = truncate(output_text(cell))
             feedback[name] = entry(message or PASSED, output=output, before=before)
+            if any(o.get("ename") == KERNEL_DIED for o in cell.get("outputs", [])):
+                feedback[name]["kernel_died"] = True
             if name in hidden:
                 feedback[name]["output_audience"] = INSTRUCTOR
                 if message:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..engine.io import atomic_write_text
@@ -57,9 +58,23 @@ class Result:
     feedback: dict[str, dict] = field(default_factory=dict)
     name: str = ""  # the student's name (the roster's, else read from the file name)
     file: str = ""  # what was handed in, as the submissions folder names it
+    limits: list[str] = field(default_factory=list)  # the limits it ran into (outcomes.TIME...)
+    points: dict[str, float] = field(default_factory=dict)  # each test's points when graded
+    answers: dict[str, str] = field(default_factory=dict)  # answer id -> digest of its code
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def rescored(self, tests: dict[str, float]) -> Result | None:
+        """This result under other points for the same tests, from what each test scored of
+        the points it was graded with (no kernel runs); None when a test was not graded."""
+        if set(tests) - set(self.points) and self.status == GRADED:
+            return None
+        scores = {}
+        for test, points in tests.items():
+            was, got = self.points.get(test, 0.0), self.scores.get(test, 0.0)
+            scores[test] = points * got / was if was else 0.0
+        return replace(self, scores=scores, points=dict(tests))
 
 
 @dataclass(frozen=True)
@@ -71,8 +86,8 @@ class Lab:
     db: Path
     release: Path
     tests: dict[str, float]
-    # answer grade_id -> {"reference": [names it must not call], "test": its test cell}
-    references: dict[str, dict] = field(default_factory=dict)
+    # answer grade_id -> {"forbidden": [what it must not use], "test": its test cell}
+    forbidden: dict[str, dict] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)  # test -> its exercise's heading
     hidden: dict[str, str] = field(default_factory=dict)  # test with hidden tests -> visible part
 
@@ -149,7 +164,22 @@ def summary_rows(results: list[Result], lab: Lab) -> list[list[str]]:
     for status in sorted({r.status for r in results}):
         count = sum(r.status == status for r in results)
         rows.append([f"status: {status}", "", "", "", "", str(count)])
+    for answer, students in identical_answers(results):
+        rows.append(
+            [f"hint: identical {answer}", ", ".join(students), "", "", "", str(len(students))]
+        )
     return rows
+
+
+def identical_answers(results: list[Result]) -> list[tuple[str, list[str]]]:
+    """(answer id, students) for each answer that two or more hand-ins hold identically (the
+    same code, comments and layout aside): a hint to look, not a verdict."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for result in sorted(results, key=lambda r: r.student):
+        for answer, digest in result.answers.items():
+            groups.setdefault((answer, digest), []).append(result.student)
+    return sorted((answer, students) for (answer, _), students in groups.items()
+                  if len(students) > 1)  # fmt: skip
 
 
 def summary_text(rows: list[list[str]]) -> str:
@@ -157,6 +187,32 @@ def summary_text(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines)
+
+
+def outcomes_path(out: Path) -> Path:
+    """The outcome of every row, beside the gradebook: ``gradebook.outcomes.json``."""
+    return out.with_name(f"{out.stem}.outcomes.json")
+
+
+def write_outcomes(results: list[Result], lab: Lab, out: Path) -> None:
+    """Every row's outcome as data (scores, feedback with its audiences, limits hit), written
+    atomically beside the gradebook: a later run that re-grades one student reads the others'
+    rows from it, feedback and all. The CSV is output, never input."""
+    rows = [r.to_json() for r in sorted(results, key=lambda r: r.student)]
+    text = json.dumps({"lab": lab.name, "rows": rows}, indent=1, sort_keys=True)
+    atomic_write_text(outcomes_path(out), text + "\n")
+
+
+def read_outcomes(out: Path, lab: Lab) -> dict[str, Result] | None:
+    """student -> outcome, from the file beside the gradebook ``out``; None when there is none
+    (or it is of another lab, or unreadable)."""
+    try:
+        data = json.loads(outcomes_path(out).read_text(encoding="utf-8"))
+        if data.get("lab") != lab.name:
+            return None
+        return {row["student"]: Result(**row) for row in data["rows"]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def write_feedback(results: list[Result], lab: Lab, folder: Path, instructor: Path | None = None):
