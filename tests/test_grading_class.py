@@ -366,7 +366,7 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
     ]
     gradebook.write_gradebook(before, lab_, out)
     again = gradebook.Result("bob", "graded", "", {"ex1_test": 2.0}, name="Bob", file="bob.ipynb")
-    rows = grading.merged([again], out)
+    rows = grading.merged([again], out, lab_)
     gradebook.write_gradebook(rows, lab_, out)
     assert out.read_text(encoding="utf-8").splitlines() == [
         "student,name,file,ex1_test,total,max,status,reason",
@@ -374,7 +374,7 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
         "bob,Bob,bob.ipynb,2,2,2,graded,",
     ]
     ann = gradebook.Result("=ann", "graded", "", {"ex1_test": 1.0}, name="=ann")
-    assert [r.student for r in grading.merged([ann], out)] == ["=ann", "bob"]  # replaced, once
+    assert [r.student for r in grading.merged([ann], out, lab_)] == ["=ann", "bob"]  # replaced, once
 
 
 def test_a_file_for_submissions_is_graded_as_one_students_hand_in(tmp_path):
