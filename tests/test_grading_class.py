@@ -374,7 +374,8 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
         "bob,Bob,bob.ipynb,2,2,2,graded,",
     ]
     ann = gradebook.Result("=ann", "graded", "", {"ex1_test": 1.0}, name="=ann")
-    assert [r.student for r in grading.merged([ann], out, lab_)] == ["=ann", "bob"]  # replaced, once
+    merged = grading.merged([ann], out, lab_)
+    assert [r.student for r in merged] == ["=ann", "bob"]  # replaced, once
 
 
 def test_a_file_for_submissions_is_graded_as_one_students_hand_in(tmp_path):
