@@ -167,3 +167,22 @@ def test_a_visible_checks_failure_and_a_timeout_stay_the_students(tmp_path):
     result = Result("s", GRADED, scores={"t": 0.0}, feedback=feedback)
     assert "timed out after 30 s" in gradebook.feedback_markdown(result, lab)
     assert timeouts == ["t"]
+
+
+def test_the_labs_own_stub_note_reaches_the_student_only_for_this_exercise_and_a_visible_name():
+    from course_utils.grading.autograde import stub_note
+
+    visible = "check_value('itos', list(itos), [...])\nbuild_vocab(sentence)"
+    note = "\u274c Exercise 1 is not done yet: build_vocab still raises NotImplementedError"
+    assert stub_note(note, visible, ("1", set()))
+    assert not stub_note(note, visible, ("2", set()))  # another exercise's number: forged
+    assert not stub_note(note.replace("build_vocab", "_secret_97"), visible, ("1", set()))
+    assert not stub_note(note + " 97", visible, ("1", set()))
+    method = note.replace("build_vocab", "__init__")  # a stub's method, not in the checks
+    assert stub_note(method, visible, ("1", {"__init__"}))
+    assert not stub_note(method, visible, ("1", set()))
+    undefined = (
+        "\u274c Exercise 1 is not done yet: its answer cell still raises NotImplementedError, "
+        "so itos is not defined"
+    )
+    assert stub_note(undefined, visible, ("1", set()))

@@ -331,7 +331,8 @@ def grade_in_worker(job: dict) -> dict:
         course / "autograded" / STUDENT / job["lab"] / f"{job['lab']}.ipynb", as_version=4
     )
     tests, hidden = test_cells(release), job.get("hidden", {})
-    feedback, timeouts, records = read_feedback(graded, tests, job["timeout"], hidden)
+    numbers = exercise_numbers(release)
+    feedback, timeouts, records = read_feedback(graded, tests, job["timeout"], hidden, numbers)
     notes = kernel_notes(graded) + notes
     if timeouts:
         notes.insert(0, f"timed out after {job['timeout']} s: {', '.join(timeouts)}")
@@ -633,7 +634,10 @@ def read_scores(db_url: str, lab: str) -> dict[str, float]:
         return {grade.name: float(grade.score or 0.0) for grade in notebook.grades}
 
 
-def read_feedback(nb, tests: dict[str, float], timeout: int, hidden: dict[str, str] | None = None):
+def read_feedback(
+    nb, tests: dict[str, float], timeout: int, hidden: dict[str, str] | None = None,
+    numbers: dict[str, str] | None = None,
+):  # fmt: skip
     """Per test cell: its message and (truncated) output, the problems of the cells run since the
     previous test (an answer that raised or timed out), and its check records. Also the cells
     that timed out. ``hidden``: test -> its cell as handed out, for each test cell with hidden
@@ -658,7 +662,8 @@ def read_feedback(nb, tests: dict[str, float], timeout: int, hidden: dict[str, s
             if name in hidden:
                 feedback[name]["output_audience"] = INSTRUCTOR
                 if message:
-                    audience, shown = hidden_cell_audience(cell, message, hidden[name])
+                    exercise = (numbers or {}).get(name, ("", set()))
+                    audience, shown = hidden_cell_audience(cell, message, hidden[name], exercise)
                     set_message(feedback[name], message, audience, shown)
             records[name] = cell_records(cell)
             before = []
@@ -690,14 +695,60 @@ def cell_message(cell, timeout: int, graded: bool) -> str:
     return ""
 
 
-NOT_DEFINED = re.compile(
-    r"\u274c (?:Exercise \d+ is not done yet: (?:its answer cell still raises "
-    r"NotImplementedError, so )?(?P<a>\w+)(?: is not defined| still raises NotImplementedError)"
-    r"|(?P<b>\w+) is not (?:defined|done yet))"
-)
+# The lab's own one-line notes for an unfinished exercise (lessons.checks): shown as they are
+# when their exercise number is the test's and the name they give is one the visible checks read
+STUB_NOTES = [
+    re.compile(r"\u274c Exercise (?P<n>\d+) is not done yet: (?P<name>its answer cell|\w+) "
+               r"still raises NotImplementedError"),
+    re.compile(r"\u274c Exercise (?P<n>\d+) is not done yet: its answer cell still raises "
+               r"NotImplementedError, so (?P<name>\w+) is not defined"),
+    re.compile(r"\u274c (?P<name>\w+) is not defined: this exercise is not done yet, or a cell "
+               r"above \(the setup cell, the answer cell\) has not been run"),
+    re.compile(r"\u274c (?P<name>its answer cell|\w+) is not done yet: it still raises "
+               r"NotImplementedError"),
+]  # fmt: skip
+EXERCISE = re.compile(r"^# Exercise (\d+)", re.MULTILINE)
 
 
-def hidden_cell_audience(cell, message: str, handed_out: str) -> tuple[str, str]:
+def stub_note(message: str, handed_out: str, exercise: tuple[str, set] = ("", set())) -> bool:
+    """Whether ``message`` is the lab's own note on an unfinished exercise, naming this
+    exercise (``exercise``: its number and the functions its stubs define) and a name of its
+    visible checks or stubs: nothing of a hidden test in it."""
+    number, stubs = exercise
+    for pattern in STUB_NOTES:
+        found = pattern.fullmatch(message)
+        if found:
+            name, n = found.group("name"), found.groupdict().get("n")
+            named = name == "its answer cell" or name in visible_names(handed_out) | stubs
+            return named and (n is None or n == number)
+    return False
+
+
+def exercise_numbers(release) -> dict[str, tuple[str, set]]:
+    """test grade_id -> the number of its exercise (the ``# Exercise N`` line that starts its
+    answer cells in the lab as handed out) and the functions and classes those stubs define."""
+    import ast
+
+    found, number, stubs = {}, "", set()
+    for cell in release.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            mark = EXERCISE.search(cell.source)
+            number = mark.group(1) if mark else number
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            stubs |= {n.name for n in ast.walk(tree) if isinstance(n, defined)}
+        elif _is_test(cell):
+            found[meta["grade_id"]], stubs = (number, stubs), set()
+    return found
+
+
+def hidden_cell_audience(
+    cell, message: str, handed_out: str, exercise: tuple[str, set] = ("", set())
+) -> tuple[str, str]:
     """Who may read the failure ``message`` of a test cell with hidden tests, and what the
     student reads instead where it is the instructor's. The grader's own words (a timeout, a
     dead kernel) and a stub's note about a name of the visible checks are the student's; any
@@ -709,13 +760,8 @@ def hidden_cell_audience(cell, message: str, handed_out: str) -> tuple[str, str]
         return outcomes.STUDENT, ""  # the grader's text, whatever the hand-in named its errors
     if KERNEL_DIED in names:
         return INSTRUCTOR, "\u274c the kernel died while this exercise's tests ran"
-    stub = NOT_DEFINED.match(message)
-    name = stub and (stub.group("a") or stub.group("b"))
-    if name and name in visible_names(handed_out):
-        return INSTRUCTOR, (
-            f"\u274c {name} is not defined or still raises NotImplementedError: this exercise "
-            "is not done yet, or a cell above it has not been run"
-        )
+    if stub_note(message, handed_out, exercise):
+        return outcomes.STUDENT, ""
     ename = names[0] if names else ""
     what = ename if ename in BUILTIN_ERRORS else "an error"
     if not errors:
