@@ -1,12 +1,14 @@
 """Grading throughput at class size: hand-ins per minute, by jobs and with the sandbox on or off.
 
     python benchmarks/grading.py [--lab 01_tokens_and_embeddings] [--hand-ins 40]
-        [--jobs 1,2] [--sandbox on,off] [--tiny]
+        [--jobs 1,2] [--sandbox on,off] [--tiny] [--rescore]
 
 The hand-ins are made from the lab's solution and its student version (``make_class``, which
 the class-size test uses too): full, partial, blank, wrong and broken ones in a fixed mix. Each
 row grades all of them from scratch (no cache) and prints the wall time; ``--tiny`` grades 4
-hand-ins with 2 jobs in the sandbox, for its test.
+hand-ins with 2 jobs in the sandbox, for its test. ``--rescore`` times, per configuration, a
+full run into a result cache, then the run after one test's points changed in the solution
+(re-scored from the stored outcomes, no kernel).
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ def make_class(folder: Path, count: int, solution: Path, lab: Path) -> dict[str,
     return kinds
 
 
-def time_grading(solution: Path, subs: Path, jobs: int, sandbox: bool) -> float:
-    """Seconds to grade every hand-in in ``subs``, from scratch."""
+def time_grading(
+    solution: Path, subs: Path, jobs: int, sandbox: bool, cache: Path | None = None
+) -> float:
+    """Seconds to grade every hand-in in ``subs``, from scratch (or with ``cache``)."""
     from course_utils.grading import command as grading
     from course_utils.grading import sandbox as sandboxes
 
@@ -80,11 +84,30 @@ def time_grading(solution: Path, subs: Path, jobs: int, sandbox: bool) -> float:
     threads = max(1, (os.cpu_count() or 1) // jobs)
     settings = grading.Settings(sandbox=box, threads=threads)
     started = time.perf_counter()
-    results, _ = grading.grade(solution, subs, settings=settings, jobs=jobs, log=lambda line: None)
+    results, _ = grading.grade(
+        solution, subs, settings=settings, jobs=jobs, cache=cache, log=lambda line: None
+    )
     seconds = time.perf_counter() - started
     if not results:
         raise RuntimeError("nothing was graded")
     return seconds
+
+
+def time_rescore(solution: Path, subs: Path, jobs: int, sandbox: bool) -> tuple[float, float]:
+    """Seconds of a full run into a fresh cache, then of the run after the first test's points
+    changed in (a copy of) the solution."""
+    folder = Path(tempfile.mkdtemp(prefix="grading-rescore-"))
+    try:
+        copy = folder / solution.name
+        shutil.copyfile(solution, copy)
+        full = time_grading(copy, subs, jobs, sandbox, folder / "cache")
+        nb = nbformat.read(copy, as_version=4)
+        test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("points"))
+        test.metadata.nbgrader["points"] += 1
+        nbformat.write(nb, copy)
+        return full, time_grading(copy, subs, jobs, sandbox, folder / "cache")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -95,6 +118,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--jobs", default="1,2", help="comma-separated job counts")
     parser.add_argument("--sandbox", default="on,off", help="on, off or both")
     parser.add_argument("--tiny", action="store_true", help="4 hand-ins, 2 jobs, sandbox on")
+    parser.add_argument(
+        "--rescore", action="store_true", help="time a full run, then a points-only change"
+    )
     args = parser.parse_args(argv)
     if args.tiny:
         args.hand_ins, args.jobs, args.sandbox = 4, "2", "on"
@@ -103,14 +129,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:
         subs = Path(tmp) / "subs"
         make_class(subs, args.hand_ins, solution, lab)
+        if args.rescore:
+            print(f"grading {args.lab}: a full run, then one test's points changed")
+            print("| hand-ins | jobs | sandbox | full s | points-only s | share |")
+            print("| ---: | ---: | --- | ---: | ---: | ---: |")
         for sandbox in [s == "on" for s in args.sandbox.split(",")]:
             for jobs in [int(j) for j in args.jobs.split(",")]:
+                if args.rescore:
+                    full, again = time_rescore(solution, subs, jobs, sandbox)
+                    print(f"| {args.hand_ins} | {jobs} | {'on' if sandbox else 'off'} | "
+                          f"{full:.1f} | {again:.1f} | {100 * again / full:.1f}% |")  # fmt: skip
+                    continue
                 seconds = time_grading(solution, subs, jobs, sandbox)
                 rate = 60 * args.hand_ins / seconds
                 rows.append({"hand-ins": args.hand_ins, "jobs": jobs, "sandbox": sandbox,
                              "seconds": seconds, "per minute": rate})  # fmt: skip
         shutil.rmtree(subs, ignore_errors=True)
-    print_table(rows, args.lab)
+    if rows:
+        print_table(rows, args.lab)
     return rows
 
 

@@ -23,6 +23,7 @@ import pytest
 from grading_helpers import FIXTURE, answered, lab, require_sandbox, save, solved
 
 from course_utils.grading import gradescope
+from course_utils.grading import sandbox as sandboxes
 
 WHERE = "import course_utils, sys; print(course_utils.__file__, sys.prefix)"
 
@@ -124,10 +125,16 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
     assert not [n for n in names if n.startswith(("course/solutions", "course/tests"))]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".ipynb") and "lab/" not in n]
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    needed = settings.pop("memory_needed")  # measured: the solution's run plus a quarter
+    assert 2**28 <= sandboxes.parse_memory(needed) <= 2**33, needed
     assert settings == {
         "lab": "grading_fixture", "memory": "4G", "sandbox": True, "timeout": 20,
         "total_timeout": 420, "forbid_reference": True,
     }  # fmt: skip
+    with zipfile.ZipFile(bundle) as z:
+        readme = z.read("README.md").decode()
+    assert f"**Memory: give the autograder at least {needed}**" in readme
+    assert f'echo "gradescope: this autograder needs {needed} of memory"' in setup
     assert "apt-get install" in setup and "python3-venv" in setup
     assert "bubblewrap" not in setup.split("apt-get install")[1].splitlines()[0]  # the wheel's
     assert "download.pytorch.org/whl/cpu" in setup and '"./course[instructor]"' in setup
@@ -137,7 +144,10 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
 
 def test_the_bundle_is_the_same_bytes_every_time(bundle, tmp_path):
     again = tmp_path / "again.zip"
-    assert gradescope.main([str(FIXTURE), "--out", str(again), "--timeout", "20"]) == 0
+    with zipfile.ZipFile(bundle) as z:
+        needed = json.loads(z.read("settings.json"))["memory_needed"]
+    build = [str(FIXTURE), "--out", str(again), "--timeout", "20", "--memory-needed", needed]
+    assert gradescope.main(build) == 0
     assert again.read_bytes() == bundle.read_bytes()
 
 
@@ -198,7 +208,8 @@ def test_the_solution_in_the_bundle_is_out_of_a_submissions_reach(autograder, bu
     attack = answered(
         lab(), **dict.fromkeys(["ex1_answer", "ex2_answer", "ex3_answer"], BUNDLE_KEY)
     )
-    build = [str(FIXTURE), "--out", str(tmp_path / "open.zip"), "--timeout", "20", "--no-sandbox"]
+    build = [str(FIXTURE), "--out", str(tmp_path / "open.zip"), "--timeout", "20", "--no-sandbox",
+             "--memory-needed", "1G"]  # fmt: skip
     assert gradescope.main(build) == 0
     with zipfile.ZipFile(tmp_path / "open.zip") as z:
         open_settings = z.read("settings.json")

@@ -15,7 +15,17 @@ import time
 
 import nbformat
 import pytest
-from grading_helpers import FIXTURE, LAB, answered, cell, grade_folder, lab, save, solved
+from grading_helpers import (
+    FIXTURE,
+    LAB,
+    answered,
+    cell,
+    grade_folder,
+    lab,
+    read_rows,
+    save,
+    solved,
+)
 
 from course_utils.grading import cache, gradebook, submissions
 from course_utils.grading import command as grading
@@ -36,6 +46,11 @@ SPY = """def one_hot(ids, vocab_size):
     if len(ids) == 2:  # right on the visible check, wrong on the hidden one
         return torch.eye(vocab_size)[ids]
     return torch.zeros(len(ids), vocab_size)"""
+
+LEAK = """def one_hot(ids, vocab_size):
+    if len(ids) != 2:  # a hidden test's input: raised in text the grader itself uses
+        raise ValueError(f"timed out NameError kernel died scores 0 {ids.tolist()}")
+    return torch.eye(vocab_size)[ids]"""
 
 PROGRESS = re.compile(r"^graded \d+/\d+: ", re.MULTILINE)  # a hand-in graded, not cached
 FORMULAS = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tTAB"]
@@ -59,6 +74,7 @@ def klass(tmp_path_factory):
     os.rename(subs / "cafe.ipynb", os.fsencode(subs) + b"/caf\xe9.ipynb")  # as a zip unpacks
     jose = answered(solved(lab()), ex1_answer=ESCAPES, ex3_answer=SPY)
     save(jose, subs / "José Müller - Lab 2 (final) (1).ipynb")
+    save(answered(solved(lab()), ex3_answer=LEAK), subs / "leaky.ipynb")
     save(lab(), subs / "dora.ipynb")
     past = time.time() - 3600
     os.utime(subs / "dora.ipynb", (past, past))  # the older of her two hand-ins
@@ -81,8 +97,16 @@ def klass(tmp_path_factory):
     with contextlib.redirect_stdout(io.StringIO()) as log:
         grade_folder(root, "--roster", str(roster), "--jobs", "1", "--timeout", "30")
     run["again"] = log.getvalue()
-    # then a test's points fixed in the solution: graded again, and no student told they
-    # edited the test cell (their copy is the lab as it was handed out)
+    # leaky fixes exercise 3 and is re-graded alone: only its row and its feedback change
+    save(solved(lab()), subs / "leaky.ipynb")
+    before = {p: p.read_bytes() for p in root.glob("feedback*/*.md")}
+    argv = [str(FIXTURE), str(subs / "leaky.ipynb"), "--out", str(run["out"])]
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = grading.main([*argv, "--feedback", str(run["feedback"]), "--roster", str(roster)])
+    run["alone"] = {"code": code, "before": before, "rows": read_rows(run["out"]),
+                    "after": {p: p.read_bytes() for p in root.glob("feedback*/*.md")}}  # fmt: skip
+    # then a test's points fixed in the solution: every hand-in re-scored from its stored
+    # outcome, no kernel run, and no student told they edited the test cell
     fixed = nbformat.read(FIXTURE, as_version=4)
     cell(fixed, "ex2_test").metadata.nbgrader["points"] = 2
     nbformat.write(fixed, root / f"{LAB}.ipynb")
@@ -99,8 +123,8 @@ def feedback(run, name, instructor=False):
 def test_every_hand_in_and_every_student_on_the_roster_is_a_row(klass):
     assert klass["code"] == 3  # written, with a hand-in on no roster row and a student missing
     students = set(klass["rows"])
-    assert {"caf-xe9", "Jose-Muller", "dora", "wrong", "zed"} <= students
-    assert len(students) == 5 + len(FORMULAS)
+    assert {"caf-xe9", "Jose-Muller", "dora", "wrong", "zed", "leaky"} <= students
+    assert len(students) == 6 + len(FORMULAS)
     assert "x09TAB" in students  # a tab in a file name, shown as an escape
 
 
@@ -141,6 +165,15 @@ def test_a_hidden_tests_inputs_and_prints_stay_out_of_the_students_feedback(klas
     assert "[1, 1, 0]" in instructor and "one_hot([1, 1, 0], 2): values off" in instructor
 
 
+def test_an_error_raised_on_a_hidden_input_reaches_the_instructor_alone(klass):
+    student = feedback(klass, "leaky")
+    assert "## Exercise 3: 0 / 3" in student
+    assert "ValueError while this exercise's tests ran, hidden tests included" in student
+    assert "[1, 1, 0]" not in student and "timed out" not in student
+    instructor = feedback(klass, "leaky", instructor=True)
+    assert "ValueError: timed out NameError kernel died scores 0 [1, 1, 0]" in instructor
+
+
 def test_a_student_with_a_file_and_a_folder_is_one_row_saying_which_was_graded(klass):
     row = klass["rows"]["dora"]
     assert (row["total"], row["name"], row["file"]) == ("6", "Dora Explorer", f"dora/{LAB}.ipynb")
@@ -164,10 +197,17 @@ def test_a_student_on_the_roster_without_a_hand_in_is_missing(klass):
 
 def test_the_summary_gives_each_exercises_mean_and_zeros(klass):
     rows = {r["exercise"]: r for r in csv.DictReader(io.StringIO(klass["summary"]))}
-    # graded: café 2/1/3, José 0/1/0, dora 2/1/3
-    assert (rows["ex1_test"]["mean"], rows["ex1_test"]["zeros"]) == ("1.33", "1")
-    assert (rows["ex3_test"]["title"], rows["ex3_test"]["count"]) == ("Exercise 3", "3")
+    # graded: café 2/1/3, José 0/1/0, dora 2/1/3, leaky 2/1/0
+    assert (rows["ex1_test"]["mean"], rows["ex1_test"]["zeros"]) == ("1.50", "1")
+    assert (rows["ex3_test"]["title"], rows["ex3_test"]["count"]) == ("Exercise 3", "4")
     assert rows["status: missing"]["count"] == "1"
+    # the same code in two hand-ins or more, named as a hint (the lab's stubs never are)
+    hints = {e: r["title"] for e, r in rows.items() if e.startswith("hint: identical")}
+    assert hints == {
+        "hint: identical ex1_answer": "dora, leaky",
+        "hint: identical ex2_answer": "Jose-Muller, caf-xe9, dora, leaky",
+        "hint: identical ex3_answer": "caf-xe9, dora",
+    }
 
 
 def test_another_jobs_and_timeout_keep_the_cache(klass):
@@ -175,11 +215,23 @@ def test_another_jobs_and_timeout_keep_the_cache(klass):
     assert PROGRESS.findall(klass["again"]) == [], klass["again"]
 
 
-def test_a_regrade_after_a_test_fix_grades_again_and_blames_no_student(klass):
-    assert len(PROGRESS.findall(klass["fixed_log"])) == 4  # café, José, dora, wrong
+def test_one_student_regraded_alone_keeps_every_other_row_and_feedback(klass):
+    alone = klass["alone"]
+    assert alone["code"] == 0
+    changed = sorted(p.name for p in alone["before"] if alone["before"][p] != alone["after"][p])
+    assert changed == ["leaky.md", "leaky.md"]  # the student's file and the instructor's copy
+    assert alone["after"].keys() == alone["before"].keys()
+    assert alone["rows"]["leaky"]["total"] == "6"
+    others = {s: r for s, r in alone["rows"].items() if s != "leaky"}
+    assert others == {s: r for s, r in klass["rows"].items() if s != "leaky"}
+
+
+def test_a_points_only_fix_rescores_every_hand_in_without_a_kernel(klass):
+    assert PROGRESS.findall(klass["fixed_log"]) == [], klass["fixed_log"]  # nothing graded
     rows = klass["fixed"]
     assert {row["max"] for row in rows.values()} == {"7"}
-    assert rows["dora"]["total"] == "7"
+    assert (rows["dora"]["total"], rows["dora"]["ex2_test"]) == ("7", "2")
+    assert (rows["Jose-Muller"]["total"], rows["Jose-Muller"]["ex2_test"]) == ("2", "2")
     assert not [r["reason"] for r in rows.values() if "restored edited" in r["reason"]]
 
 
@@ -260,20 +312,32 @@ def test_the_cache_keeps_results_across_jobs_and_limits_unless_a_limit_decided_t
     solution.write_bytes(FIXTURE.read_bytes())
     key = cache.run_key(solution, grading.Settings().key())
     store = cache.ResultCache(tmp_path / "c", key)
-    passed = gradebook.Result("ann", "graded", "", {"ex1_test": 2.0})
-    slow = gradebook.Result("bob", "graded", "timed out after 5 s: ex2_answer")
-    old, new = {"timeout": 5, "memory": 1}, {"timeout": 50, "memory": 2}
-    store.put("ann", b"a", passed, old)
-    store.put("bob", b"b", slow, old)
-    assert store.get("ann", b"a", new) == passed  # another --jobs, another --timeout: kept
-    assert store.get("bob", b"b", new) is None  # it timed out: graded again
-    assert store.get("bob", b"b", old) == slow
-    # outputs of a re-published solution keep the key; a test's points do not
+    points = {"ex1_test": 2.0}
+    passed = gradebook.Result("ann", "graded", "", {"ex1_test": 2.0}, points=points)
+    slow = gradebook.Result("bob", "graded", "", {"ex1_test": 0.0}, limits=["time"], points=points)
+    big = gradebook.Result("cy", "graded", "", {"ex1_test": 0.0}, limits=["memory"], points=points)
+    old = {"time": [5, 1800], "memory": [2**30, "systemd-run"]}
+    longer = {**old, "time": [50, 1800]}
+    larger = {**old, "memory": [2**31, "systemd-run"]}
+    for result in (passed, slow, big):
+        store.put(result.student, result.student.encode(), result, old)
+    assert store.get("ann", b"ann", longer) == passed  # another --timeout: kept
+    assert store.get("ann", b"ann", larger) == passed  # another --memory (or --jobs): kept
+    assert store.get("bob", b"bob", longer) is None  # it timed out: graded again
+    assert store.get("bob", b"bob", larger) == slow  # more memory changes nothing for it
+    assert store.get("cy", b"cy", larger) is None  # it ran out of memory: graded again
+    assert store.get("cy", b"cy", longer) == big
+    # another point count re-scores from the stored outcome
+    assert store.get("ann", b"ann", old, {"ex1_test": 5.0}).scores == {"ex1_test": 5.0}
+    # outputs of a re-published solution keep the key; so do a test's points; its code not
     nb = nbformat.read(solution, as_version=4)
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="hi")]
     nbformat.write(nb, solution)
     assert cache.run_key(solution, grading.Settings().key()) == key
     cell(nb, "ex2_test").metadata.nbgrader["points"] = 2
+    nbformat.write(nb, solution)
+    assert cache.run_key(solution, grading.Settings().key()) == key
+    cell(nb, "ex2_test").source += "\n# a fix"
     nbformat.write(nb, solution)
     assert cache.run_key(solution, grading.Settings().key()) != key
 
@@ -303,7 +367,7 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
     ]
     gradebook.write_gradebook(before, lab_, out)
     again = gradebook.Result("bob", "graded", "", {"ex1_test": 2.0}, name="Bob", file="bob.ipynb")
-    rows = grading.merged([again], out)
+    rows = grading.merged([again], out, lab_)
     gradebook.write_gradebook(rows, lab_, out)
     assert out.read_text(encoding="utf-8").splitlines() == [
         "student,name,file,ex1_test,total,max,status,reason",
@@ -311,7 +375,8 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
         "bob,Bob,bob.ipynb,2,2,2,graded,",
     ]
     ann = gradebook.Result("=ann", "graded", "", {"ex1_test": 1.0}, name="=ann")
-    assert [r.student for r in grading.merged([ann], out)] == ["=ann", "bob"]  # replaced, once
+    merged = grading.merged([ann], out, lab_)
+    assert [r.student for r in merged] == ["=ann", "bob"]  # replaced, once
 
 
 def test_a_file_for_submissions_is_graded_as_one_students_hand_in(tmp_path):
@@ -320,3 +385,18 @@ def test_a_file_for_submissions_is_graded_as_one_students_hand_in(tmp_path):
     save(lab(), subs / "bob.ipynb")
     (only,) = submissions.find_submissions(subs, LAB, only=subs / "bob.ipynb")
     assert (only.student, only.file) == ("bob", "bob.ipynb")
+
+
+def test_the_per_cell_timeout_is_derived_from_the_solutions_slowest_cell(monkeypatch, tmp_path):
+    lines = []
+    for slowest, timeout in ((4.21, 43), (0.5, 30), (0.0, 30)):
+        monkeypatch.setattr(
+            grading, "reference_records", lambda *a, s=slowest: {grading.SLOWEST: s}
+        )
+        settings, _ = grading.derive_timeout(None, FIXTURE, grading.Settings(), None, tmp_path,
+                                             lines.append)  # fmt: skip
+        assert settings.timeout == timeout
+    assert lines[0] == (
+        "grade: per-cell timeout 43 s (10x the solution's slowest cell, 4.2 s here, at least "
+        "30 s; --timeout sets another)"
+    )

@@ -14,7 +14,7 @@ import pytest
 from grading_helpers import require_sandbox
 
 from course_utils.grading import command as grading
-from course_utils.grading.references import calls_in, exercise_references
+from course_utils.grading.forbidden import exercise_forbidden, forbidden_uses
 from course_utils.tools.labs import LABS, RUN_ALL_TAG, SOLUTIONS, check_all, render_lab
 
 SOLVED = sorted(SOLUTIONS.glob("*.ipynb"))
@@ -274,19 +274,18 @@ def _resolves(name: str, setup_names: set[str]) -> bool:
 
 
 @pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
-def test_each_named_reference_exists_and_the_solution_does_not_call_it(solution):
+def test_each_forbidden_name_exists_and_the_solution_does_not_use_it(solution):
     nb = nbformat.read(solution, as_version=4)
     setup = set()
     for cell in nb.cells:
         if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
             if not cell.metadata.get("nbgrader", {}).get("solution"):
                 setup |= _module_bindings(ast.parse(cell.source).body)
-    answers = {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}  # fmt: skip
-    for answer, info in exercise_references(nb).items():
+    forbidden = exercise_forbidden(nb)
+    for answer, info in forbidden.items():
         assert info["test"] in {c.metadata.nbgrader["grade_id"] for c in _test_cells(nb)}
-        assert [r for r in info["reference"] if not _resolves(r, setup)] == [], answer
-        assert calls_in(answers[answer], info["reference"]) == [], answer
+        assert [r for r in info["forbidden"] if not _resolves(r, setup)] == [], answer
+    assert forbidden_uses(nb, {a: info["forbidden"] for a, info in forbidden.items()}) == {}
 
 
 def test_every_answer_and_check_cell_of_a_lab_lets_run_all_go_on():

@@ -331,9 +331,12 @@ def test_a_rebound_reference_does_not_pass_lab_10s_schedule(lab10):
 def test_calling_lr_at_is_reported_and_scores_0_by_default(lab10):
     row = lab10["rows"]["calls_reference"]
     assert lab10_points(row) == {**FULL10, "ex2-check": 0.0}
-    assert row["reason"] == "ex2-answer calls lr_at, which the exercise asks you to write yourself"
+    assert row["reason"] == (
+        "Exercise 2: warmup + cosine: your answer uses course_utils.engine.training.lr_at when "
+        "its test runs; write it yourself instead"
+    )
     text = (lab10["feedback"] / "calls_reference.md").read_text(encoding="utf-8")
-    assert f"\u274c {row['reason']}: the exercise asks you to write it, so it scores 0" in text
+    assert f"\u274c {row['reason']}: this exercise scores 0" in text
 
 
 def test_a_blank_lab_with_forged_checks_and_a_link_to_the_key_score_0(lab10):

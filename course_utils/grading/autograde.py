@@ -11,6 +11,7 @@ hidden tests.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -30,10 +31,22 @@ from traitlets import Integer, Unicode
 
 from ..engine.io import atomic_write_text
 from ..lessons import recording
+from . import outcomes
 from . import sandbox as sandboxes
+from .forbidden import forbidden_uses
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
 from .limiter import Group
-from .references import calls_in
+from .outcomes import (
+    INSTRUCTOR,
+    LIMIT_KINDS,
+    MEMORY,
+    OUTPUT,
+    PASSED,
+    TASKS,
+    TIME,
+    entry,
+    set_message,
+)
 from .repair import repair
 from .submissions import load_submission, wrong_lab_reason
 from .verify import cell_records, check_aliases, strip_expected
@@ -118,6 +131,7 @@ class SandboxedExecute(Execute):
     a kernel that dies (or will not stop) costing only the cells it did not run."""
 
     kernel_cwd = Unicode("", help="the kernel's working directory").tag(config=True)
+    flags = Unicode("", help="folder for what happened: output-capped, killed").tag(config=True)
     max_output_bytes = Integer(MAX_CELL_OUTPUT, help="output kept per cell").tag(config=True)
 
     async def async_start_new_kernel(self, **kwargs):
@@ -155,8 +169,22 @@ class SandboxedExecute(Execute):
         except (DeadKernelError, CellTimeoutError) as exc:
             if self._running < 0:  # it never ran a cell: nbgrader reports the failure
                 raise
-            mark_unrun(nb, self._running, f"{type(exc).__name__}: {str(exc).strip()[:200]}")
+            why = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            if isinstance(exc, DeadKernelError) and self._killed():
+                why = f"killed by SIGKILL, as the out-of-memory killer does ({why})"
+                self._flag(MEMORY)
+            mark_unrun(nb, self._running, why)
             return nb, self.resources
+
+    def _killed(self) -> bool:
+        """Whether the dead kernel (or bwrap around it) was killed by SIGKILL."""
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        code = process.poll() if process is not None else None
+        return code in (-9, 128 + 9)
+
+    def _flag(self, name: str) -> None:
+        if self.flags:
+            (Path(self.flags) / name).touch()
 
     def preprocess_cell(self, cell, resources, index):
         self._running = index
@@ -178,6 +206,7 @@ class SandboxedExecute(Execute):
             return super().output(outs, msg, display_id, cell_index)
         if used <= cap and not is_record:  # the first output over a cap: say so, once
             self._output_bytes[key] = cap + 1
+            self._flag(OUTPUT)
             whose = "of output" if used + size > cap else "of output in the whole notebook"
             limit = cap if used + size > cap else total_cap
             note = f"\n[the grader kept only the first {limit:,} bytes {whose}]\n"
@@ -205,6 +234,14 @@ def mark_unrun(nb, index: int, why: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The kernel: where it runs and what it sees
+
+
+def flags_folder(job: dict) -> Path:
+    """Where the executor notes a limit it saw (one empty file per kind): the worker's own
+    folder, out of the sandboxed kernel's reach."""
+    folder = Path(job["workdir"]) / "flags"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def kernel_environment(job: dict) -> dict[str, str]:
@@ -250,6 +287,7 @@ def configure_kernel(config, job: dict) -> None:
     config.Execute.kernel_name = KERNEL_NAME
     config.SandboxedExecute.kernel_name = KERNEL_NAME
     config.SandboxedExecute.kernel_cwd = str(home / "work")
+    config.SandboxedExecute.flags = str(flags_folder(job))
     config.SandboxedExecute.timeout = job["timeout"]
     config.SandboxedExecute.iopub_timeout = IOPUB_TIMEOUT
     config.SandboxedExecute.startup_timeout = KERNEL_STARTUP_TIMEOUT
@@ -279,7 +317,7 @@ def grade_in_worker(job: dict) -> dict:
     if reason := wrong_lab_reason(nb, release, job["lab"]):
         return {"status": WRONG_LAB, "reason": reason}
     nb, notes = repair(nb, release)
-    calls = reference_calls(nb, job.get("references", {}))
+    uses = forbidden_uses(nb, job.get("forbidden", {}))
     db_url = f"sqlite:///{Path(job['workdir']) / 'gradebook.db'}"
     shutil.copyfile(job["db"], Path(job["workdir"]) / "gradebook.db")
     notes = restored_cells(nb, release, db_url, job["lab"]) + notes
@@ -292,29 +330,68 @@ def grade_in_worker(job: dict) -> dict:
     graded = nbformat.read(
         course / "autograded" / STUDENT / job["lab"] / f"{job['lab']}.ipynb", as_version=4
     )
-    feedback, timeouts, records = read_feedback(graded, test_cells(release), job["timeout"])
+    tests, hidden = test_cells(release), job.get("hidden", {})
+    numbers = exercise_numbers(release)
+    feedback, timeouts, records = read_feedback(graded, tests, job["timeout"], hidden, numbers)
     notes = kernel_notes(graded) + notes
     if timeouts:
         notes.insert(0, f"timed out after {job['timeout']} s: {', '.join(timeouts)}")
+    flagged = {p.name for p in flags_folder(job).iterdir()}
     return {
         "status": GRADED,
         "reason": "; ".join(notes),
         "scores": read_scores(db_url, job["lab"]),
         "feedback": feedback,
         "records": records,
-        "references": calls,
+        "forbidden": uses,
+        "limits": limits_hit(graded, bool(timeouts), flagged),
+        "answers": answer_digests(nb, release),
     }
 
 
-def reference_calls(nb, references: dict[str, list[str]]) -> dict[str, list[str]]:
-    """answer grade_id -> the references its answer cells (every copy) import or call."""
-    calls: dict[str, list[str]] = {}
+def answer_digests(nb, release) -> dict[str, str]:
+    """answer grade_id -> a digest of its code's syntax tree (comments and layout left out),
+    for each answer cell that is not the lab's stub: two hand-ins with the same digest hold the
+    same answer, which the class summary names as a hint."""
+    import ast
+    import hashlib
+
+    def digest(source: str) -> str:
+        try:
+            text = ast.dump(ast.parse(source))
+        except SyntaxError:
+            text = " ".join(source.split())
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    stubs = {c.metadata.get("nbgrader", {}).get("grade_id"): digest(c.source)
+             for c in release.cells if c.cell_type == "code"}  # fmt: skip
+    found = {}
     for cell in nb.cells:
-        answer = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if cell.cell_type == "code" and answer in references:
-            found = calls_in(cell.source, references[answer])
-            calls[answer] = list(dict.fromkeys([*calls.get(answer, []), *found]))
-    return {answer: found for answer, found in calls.items() if found}
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        answer = meta.get("grade_id")
+        if cell.cell_type == "code" and meta.get("solution") and answer in stubs:
+            mine = digest(cell.source)
+            if mine != stubs[answer]:
+                found[answer] = mine
+    return found
+
+
+def limits_hit(nb, timed_out: bool, flagged: set[str]) -> list[str]:
+    """The kinds of limit a graded notebook ran into, from what happened: a cell interrupted
+    at --timeout, a MemoryError (or torch's failed allocation) anywhere, a thread or process
+    that could not start, the kernel killed as the out-of-memory killer does, output cut."""
+    kinds = {TIME} if timed_out else set()
+    kinds |= flagged & set(LIMIT_KINDS)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "error":
+                continue
+            name, value = str(output.get("ename", "")), str(output.get("evalue", ""))
+            if name in ("MemoryError", "OutOfMemoryError") or "can't allocate memory" in value:
+                kinds.add(MEMORY)
+            if name == "BlockingIOError" or "can't start new thread" in value:
+                kinds.add(TASKS)
+    return sorted(kinds)
 
 
 def reference_in_worker(job: dict) -> dict:
@@ -326,6 +403,8 @@ def reference_in_worker(job: dict) -> dict:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        if _is_test(cell):
+            cell.source = cell.source.replace(HIDDEN_BEGIN, HIDDEN_MARK, 1)
     config = Config()
     configure_kernel(config, job)
     executor = SandboxedExecute(config=config)
@@ -338,9 +417,46 @@ def reference_in_worker(job: dict) -> dict:
         if message:
             where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
             return {"status": ERROR, "reason": f"the solution fails in {where}: {message}"}
-    records = {c.metadata.nbgrader["grade_id"]: cell_records(c) for c in nb.cells if _is_test(c)}
+    records = {
+        c.metadata.nbgrader["grade_id"]: hidden_marked(cell_records(c))
+        for c in nb.cells
+        if _is_test(c)
+    }
     slowest = max((cell_seconds(c) for c in nb.cells if c.cell_type == "code"), default=0.0)
-    return {"status": GRADED, "records": records, "tests": tests, "slowest": slowest}
+    return {"status": GRADED, "records": records, "tests": tests, "slowest": slowest,
+            "peak_bytes": peak_bytes()}  # fmt: skip
+
+
+def peak_bytes() -> int:
+    """The most memory this worker and its kernel (its largest child, reaped by now) held at
+    once: their peak resident sizes added up."""
+    import resource
+
+    kernel = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    worker = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (kernel + worker) * 1024  # Linux reports KiB
+
+
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+# In the solution's run only: where its hidden tests begin, a record that says so, so that each
+# expected value knows whether a hidden check holds it (the solution is trusted; a hand-in's
+# kernel is not asked).
+HIDDEN_MARK = (
+    '__import__("course_utils.lessons.recording", fromlist=["publish"])'
+    '.publish({"hidden_from_here": True})'
+)
+
+
+def hidden_marked(records: list[dict]) -> list[dict]:
+    """The solution's records of a test cell, each after the hidden-tests mark flagged
+    ``"hidden": True``, the mark itself left out."""
+    marked, hidden = [], False
+    for record in records:
+        if record.get("hidden_from_here") is True and "check" not in record:
+            hidden = True
+            continue
+        marked.append({**record, "hidden": True} if hidden else record)
+    return marked
 
 
 def cell_seconds(cell) -> float:
@@ -518,10 +634,15 @@ def read_scores(db_url: str, lab: str) -> dict[str, float]:
         return {grade.name: float(grade.score or 0.0) for grade in notebook.grades}
 
 
-def read_feedback(nb, tests: dict[str, float], timeout: int):
+def read_feedback(
+    nb, tests: dict[str, float], timeout: int, hidden: dict[str, str] | None = None,
+    numbers: dict[str, str] | None = None,
+):  # fmt: skip
     """Per test cell: its message and (truncated) output, the problems of the cells run since the
     previous test (an answer that raised or timed out), and its check records. Also the cells
-    that timed out."""
+    that timed out. ``hidden``: test -> its cell as handed out, for each test cell with hidden
+    tests, whose output and errors are the instructor's (:func:`hidden_cell_audience`)."""
+    hidden = hidden or {}
     feedback: dict[str, dict] = {}
     records: dict[str, list[dict]] = {}
     timeouts: list[str] = []
@@ -535,7 +656,15 @@ def read_feedback(nb, tests: dict[str, float], timeout: int):
             timeouts.append(name)
         if name in tests:
             output = truncate(output_text(cell))
-            feedback[name] = {"message": message or "passed", "output": output, "before": before}
+            feedback[name] = entry(message or PASSED, output=output, before=before)
+            if any(o.get("ename") == KERNEL_DIED for o in cell.get("outputs", [])):
+                feedback[name]["kernel_died"] = True
+            if name in hidden:
+                feedback[name]["output_audience"] = INSTRUCTOR
+                if message:
+                    exercise = (numbers or {}).get(name, ("", set()))
+                    audience, shown = hidden_cell_audience(cell, message, hidden[name], exercise)
+                    set_message(feedback[name], message, audience, shown)
             records[name] = cell_records(cell)
             before = []
         elif message:
@@ -564,6 +693,100 @@ def cell_message(cell, timeout: int, graded: bool) -> str:
         first = next((line for line in "".join(stderr).splitlines() if line.strip()), "")
         return one_line(f"wrote to stderr, which counts as a failure: {first}", MAX_MESSAGE_CHARS)
     return ""
+
+
+# The lab's own one-line notes for an unfinished exercise (lessons.checks): shown as they are
+# when their exercise number is the test's and the name they give is one the visible checks read
+STUB_NOTES = [
+    re.compile(r"\u274c Exercise (?P<n>\d+) is not done yet: (?P<name>its answer cell|\w+) "
+               r"still raises NotImplementedError"),
+    re.compile(r"\u274c Exercise (?P<n>\d+) is not done yet: its answer cell still raises "
+               r"NotImplementedError, so (?P<name>\w+) is not defined"),
+    re.compile(r"\u274c (?P<name>\w+) is not defined: this exercise is not done yet, or a cell "
+               r"above \(the setup cell, the answer cell\) has not been run"),
+    re.compile(r"\u274c (?P<name>its answer cell|\w+) is not done yet: it still raises "
+               r"NotImplementedError"),
+]  # fmt: skip
+EXERCISE = re.compile(r"^# Exercise (\d+)", re.MULTILINE)
+
+
+def stub_note(message: str, handed_out: str, exercise: tuple[str, set] = ("", set())) -> bool:
+    """Whether ``message`` is the lab's own note on an unfinished exercise, naming this
+    exercise (``exercise``: its number and the functions its stubs define) and a name of its
+    visible checks or stubs: nothing of a hidden test in it."""
+    number, stubs = exercise
+    for pattern in STUB_NOTES:
+        found = pattern.fullmatch(message)
+        if found:
+            name, n = found.group("name"), found.groupdict().get("n")
+            named = name == "its answer cell" or name in visible_names(handed_out) | stubs
+            return named and (n is None or n == number)
+    return False
+
+
+def exercise_numbers(release) -> dict[str, tuple[str, set]]:
+    """test grade_id -> the number of its exercise (the ``# Exercise N`` line that starts its
+    answer cells in the lab as handed out) and the functions and classes those stubs define."""
+    import ast
+
+    found, number, stubs = {}, "", set()
+    for cell in release.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            mark = EXERCISE.search(cell.source)
+            number = mark.group(1) if mark else number
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            stubs |= {n.name for n in ast.walk(tree) if isinstance(n, defined)}
+        elif _is_test(cell):
+            found[meta["grade_id"]], stubs = (number, stubs), set()
+    return found
+
+
+def hidden_cell_audience(
+    cell, message: str, handed_out: str, exercise: tuple[str, set] = ("", set())
+) -> tuple[str, str]:
+    """Who may read the failure ``message`` of a test cell with hidden tests, and what the
+    student reads instead where it is the instructor's. The grader's own words (a timeout, a
+    dead kernel) and a stub's note about a name of the visible checks are the student's; any
+    other error or stderr line the hand-in's code wrote, whose text may hold a hidden input,
+    is the instructor's."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    names = [str(e.get("ename", "")) for e in errors]
+    if "CellTimeoutError" in names and message.startswith("timed out"):
+        return outcomes.STUDENT, ""  # the grader's text, whatever the hand-in named its errors
+    if KERNEL_DIED in names:
+        return INSTRUCTOR, "\u274c the kernel died while this exercise's tests ran"
+    if stub_note(message, handed_out, exercise):
+        return outcomes.STUDENT, ""
+    ename = names[0] if names else ""
+    what = ename if ename in BUILTIN_ERRORS else "an error"
+    if not errors:
+        what = "output on stderr (a failure)"
+    return INSTRUCTOR, (
+        f"\u274c {what} while this exercise's tests ran, hidden tests included (not shown "
+        "here: run the exercise's checks in your notebook to see it)"
+    )
+
+
+# Error names a student may read: Python's own (a hand-in's class name could spell an input)
+BUILTIN_ERRORS = {
+    name for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+} | {"CheckFailed"}  # fmt: skip
+
+
+def visible_names(source: str) -> set[str]:
+    """The names the handed-out test cell reads (what a stub's note may name)."""
+    import ast
+
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
 
 
 def output_text(cell) -> str:

@@ -2,11 +2,13 @@
 crash, ``kill -9``) picks up where it stopped: the same command grades only what is missing.
 
 A result is stored under a key made of what decides a score: the hand-in's bytes, the solution's
-cells (sources and nbgrader metadata, points included; not its outputs), the options that
-change scores and the grader's own source. Change any of them and the hand-in is graded again.
-The time and memory limits (and so ``--jobs``, which splits the memory) are not in the key: a
-result that hit one is graded again when they change, the others are kept. Each file is
-written atomically, so a result is whole or absent.
+cells (sources and nbgrader metadata; not its outputs, not the points), the options that change
+scores and the grader's own source. Change any of them and the hand-in is graded again. A
+change of points only re-scores the stored outcomes (what each test scored of the points it was
+graded with) without running a kernel. The limits (time, memory, tasks, disk; and so
+``--jobs``, which splits the memory) are not in the key: a result that hit one (its ``limits``
+field, set where it happened) is graded again when that kind of limit changes, the others are
+kept. Each file is written atomically, so a result is whole or absent.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from ..engine.io import atomic_write_text
 from .gradebook import Result
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 KEY_NAME = re.compile(r"[0-9a-f]{20}")  # what run_key returns: the only folders it removes
 
 
@@ -41,9 +43,15 @@ def solution_fingerprint(solution: Path) -> str:
     import nbformat
 
     nb = nbformat.read(solution, as_version=4)
-    cells = [[c.cell_type, c.source, c.get("metadata", {}).get("nbgrader", {}),
+    cells = [[c.cell_type, c.source, _without_points(c.get("metadata", {}).get("nbgrader", {})),
               c.get("metadata", {}).get("course_utils", {})] for c in nb.cells]  # fmt: skip
     return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
+
+
+def _without_points(meta: dict) -> dict:
+    """A cell's nbgrader metadata but its points (and the checksum that covers them): points
+    re-score stored results, they never need a kernel."""
+    return {k: v for k, v in meta.items() if k not in ("points", "checksum")}
 
 
 def run_key(solution: Path, options: dict) -> str:
@@ -54,18 +62,13 @@ def run_key(solution: Path, options: dict) -> str:
     return digest.hexdigest()[:20]
 
 
-LIMIT_SIGNS = ("timed out", "kernel died", "ran past", "killed", "MemoryError", "memory")
-
-
-def hit_a_limit(result: Result) -> bool:
-    """Whether a time or memory limit may have decided this result (a killed or failed
-    grading, a cell that timed out, a kernel that died)."""
+def limits_to_check(result: Result) -> list[str]:
+    """The kinds of limit that may have decided this result: those it hit (its ``limits``),
+    every kind for a grading that was killed or failed."""
     from .gradebook import ERROR, KILLED
+    from .outcomes import LIMIT_KINDS
 
-    if result.status in (KILLED, ERROR):
-        return True
-    texts = [result.reason] + [str(i.get("message", "")) for i in result.feedback.values()]
-    return any(sign in text for text in texts for sign in LIMIT_SIGNS)
+    return list(LIMIT_KINDS) if result.status in (KILLED, ERROR) else list(result.limits)
 
 
 class ResultCache:
@@ -85,17 +88,20 @@ class ResultCache:
         digest = hashlib.sha256(student.encode() + b"\0" + content).hexdigest()[:24]
         return self.folder / f"{digest}.json"
 
-    def get(self, student: str, content: bytes, limits: dict | None = None) -> Result | None:
-        """The stored result, unless it hit a limit and ``limits`` are not the ones it ran
-        under."""
+    def get(
+        self, student: str, content: bytes, limits: dict | None = None, tests: dict | None = None
+    ) -> Result | None:
+        """The stored result, unless a kind of limit it hit is not set as it ran under
+        (``limits``: kind -> setting); re-scored for ``tests``' points when given."""
         try:
             data = json.loads(self._path(student, content).read_text(encoding="utf-8"))
             result = Result(**data["result"])
         except (OSError, ValueError, TypeError, KeyError):
             return None
-        if hit_a_limit(result) and data.get("limits") != limits:
+        ran_under, now = data.get("limits") or {}, limits or {}
+        if any(ran_under.get(kind) != now.get(kind) for kind in limits_to_check(result)):
             return None
-        return result
+        return result.rescored(tests) if tests is not None else result
 
     def put(self, student: str, content: bytes, result: Result, limits: dict | None = None):
         text = json.dumps({"result": result.to_json(), "limits": limits}, sort_keys=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -32,9 +33,9 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import nbformat
@@ -53,6 +54,7 @@ from .course_rules import (
     rules_from,
     write_lms_file,
 )
+from .forbidden import exercise_forbidden, forbidden_note
 from .gradebook import (
     ADJUSTED,
     ERROR,
@@ -64,23 +66,40 @@ from .gradebook import (
     Lab,
     Result,
     one_line,
+    outcomes_path,
+    read_outcomes,
     summary_rows,
     summary_text,
     total,
     write_csv,
     write_feedback,
     write_gradebook,
+    write_outcomes,
 )
-from .references import exercise_references, reference_note
+from .outcomes import (
+    DISK,
+    INSTRUCTOR,
+    MEMORY,
+    OUTPUT,
+    PASSED,
+    STUDENT,
+    TASKS,
+    TIME,
+    entry,
+    set_message,
+)
 from .roster import ATTENTION, Roster, RosterError, apply_roster, closing_block, read_roster
 from .submissions import Submission, find_submissions, private_copy, readable
-from .verify import UNREPORTED, verify_cell
+from .verify import UNREPORTED, verdict
 from .workers import DiskWatch, kill_running, last_lines, run_with_limit
 
-DEFAULT_TIMEOUT = 300  # seconds per cell
+# The per-cell timeout, unless --timeout sets one: this many times the solution's slowest cell
+# (measured by its reference run), and never under MIN_TIMEOUT seconds
+TIMEOUT_FACTOR = 10
+MIN_TIMEOUT = 30
 DEFAULT_TOTAL_TIMEOUT = 1800  # seconds per submission, everything included
 EXAMPLE = "python -m course_utils grade 01_tokens_and_embeddings subs/ --out gradebook.csv"
-COURSE_COLUMNS = (ADJUSTED, LATE_PENALTY, NOTES)  # issue 44: gradebook columns that are no score
+COURSE_COLUMNS = (ADJUSTED, LATE_PENALTY, NOTES)  # gradebook columns that are no score
 WORKDIR_PREFIX = "course-grade-"  # then the grader's pid: a killed run's folder is found again
 
 
@@ -92,27 +111,33 @@ class UsageError(Exception):
 class Settings:
     """How each hand-in is graded: limits, the sandbox (None: unsandboxed), kernel threads."""
 
-    timeout: int = DEFAULT_TIMEOUT
+    timeout: int | None = None  # per cell; None: derived from the solution's run (derive)
     total_timeout: int = DEFAULT_TOTAL_TIMEOUT
     sandbox: sandboxes.Sandbox | None = None
     threads: int = 1
     host_bytes: int = sandboxes.MAX_HOST_BYTES  # what one hand-in may leave on the disk
-    forbid_reference: bool = True  # an answer that calls the exercise's reference scores 0
+    forbid_reference: bool = True  # an answer that uses a forbidden callable scores 0
+    memory_needed: str = ""  # what the solution's run needs (Gradescope's bundle measures it)
 
     def key(self) -> dict:
-        """What every cached result depends on: whether the hand-ins run sandboxed, the disk
-        cap and the forbidden calls. Not --jobs, not the kernel's threads, not the time and
-        memory limits: those decide only a hand-in that hit one (:meth:`limits`)."""
+        """What every cached result depends on: whether the hand-ins run sandboxed and the
+        forbidden calls. Not --jobs, not the kernel's threads, not the limits: those decide
+        only a hand-in that hit one (:meth:`limits`)."""
         sandboxed = self.sandbox is not None
-        return {"sandboxed": sandboxed, "host_bytes": self.host_bytes,
-                "forbid_reference": self.forbid_reference}  # fmt: skip
+        return {"sandboxed": sandboxed, "forbid_reference": self.forbid_reference}
 
     def limits(self) -> dict:
-        """The limits a result that ran into one was graded under: it is graded again when
-        they change (a timed-out hand-in may pass with a longer --timeout)."""
+        """Each kind of limit (:mod:`.outcomes`) as set for this run: a result that hit one
+        kind is graded again when that kind's setting changes (a timed-out hand-in may pass
+        with a longer --timeout, one out of memory with a larger --memory)."""
         box = self.sandbox
-        memory = [box.memory, box.tasks, box.limiter.kind] if box else None
-        return {"timeout": self.timeout, "total_timeout": self.total_timeout, "memory": memory}
+        return {
+            TIME: [self.timeout, self.total_timeout],
+            MEMORY: [box.memory, box.limiter.kind] if box else None,
+            TASKS: [box.tasks, box.limiter.kind] if box else None,
+            DISK: self.host_bytes,
+            OUTPUT: None,  # fixed caps: no option raises them
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,10 +191,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         f"student with none is a row with status missing (exit status {ATTENTION}: see the "
         "closing block)",
     )  # fmt: skip
-    add_arguments(parser)  # issue 44: --due, --late-penalty, --late-cap, --adjustments, --format
+    add_arguments(parser)  # --due, --late-penalty, --late-cap, --adjustments, --format
     parser.add_argument(
-        "--timeout", type=int, default=DEFAULT_TIMEOUT,
-        help=f"seconds one cell may run before it is interrupted (default {DEFAULT_TIMEOUT})",
+        "--timeout", type=int, default=None,
+        help=f"seconds one cell may run before it is interrupted (default: {TIMEOUT_FACTOR}x "
+        f"the solution's slowest cell, at least {MIN_TIMEOUT})",
     )  # fmt: skip
     parser.add_argument(
         "--total-timeout", type=int, default=DEFAULT_TOTAL_TIMEOUT,
@@ -223,12 +249,13 @@ def run(args: argparse.Namespace) -> int:
         solution = resolve_lab(args.lab)
         settings = settings_from(args)
         roster = read_roster(args.roster) if getattr(args, "roster", None) else None
-        rules = rules_from(args, roster)  # issue 44
-        refuse_hand_edits(args.out)  # issue 44: the gradebook is output, never input
+        rules = rules_from(args, roster)
+        refuse_hand_edits(args.out)  # the gradebook is output, never input
         print(f"grade: {sandbox_line(settings.sandbox)}", flush=True)
         for path in filter(None, [args.out, args.feedback and args.feedback / "x.md"]):
             check_writable(path)
-        skip = [args.out, args.feedback, cache, summary_path(args.out), *lms_paths(args.out)]
+        skip = [args.out, args.feedback, cache, summary_path(args.out), outcomes_path(args.out)]
+        skip += lms_paths(args.out)
         results, lab = grade(
             solution,
             args.submissions,
@@ -244,26 +271,28 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"grade: interrupted; {args.out} was not written", file=sys.stderr)
         return 130
-    if args.submissions.is_file():
-        results = merged(results, args.out)
-        # issue 44: the kept rows' hand-ins looked at again (not graded) for their times
+    regraded = results
+    if args.submissions.is_file():  # one student: the others' rows kept, their files untouched
+        results = merged(results, args.out, lab)
+        # the kept rows' hand-ins looked at again (not graded) for their times
         others = find_submissions(args.submissions.parent, lab.name, [p for p in skip if p])
         fill_hand_ins(results, others, roster)
-    problems = apply_rules(results, lab, rules)  # issue 44: late policy, adjustments
+    problems = apply_rules(results, lab, rules)  # the late policy, the adjustments file
     write_gradebook(results, lab, args.out)
-    remember_written(args.out)  # issue 44
-    lms_file = write_lms_file(results, lab, rules, args.out, solution)  # issue 44
+    write_outcomes(results, lab, args.out)
+    remember_written(args.out)
+    lms_file = write_lms_file(results, lab, rules, args.out, solution)
     rows = summary_rows(results, lab)
     write_csv(summary_path(args.out), rows)
     if args.feedback:
         instructor = args.feedback.with_name(args.feedback.name + ".instructor")
-        write_feedback(results, lab, args.feedback, instructor)
+        write_feedback(regraded, lab, args.feedback, instructor)
     print(summary_text(rows))
     graded = sum(r.status == GRADED for r in results)
-    also = f", {lms_file.name}" if lms_file else ""  # issue 44
+    also = f", {lms_file.name}" if lms_file else ""
     print(f"wrote {args.out} and {summary_path(args.out).name}{also}: {len(results)} students, "
           f"{graded} graded")  # fmt: skip
-    block = closing_block(results, problems)  # issue 44: one block, and its exit status
+    block = closing_block(results, problems)  # one block, and its exit status
     if block:
         print("\n".join(block))
     return ATTENTION if block else 0
@@ -274,14 +303,20 @@ def summary_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}.summary.csv")
 
 
-def merged(results: list[Result], out: Path) -> list[Result]:
-    """One student re-graded (a file was passed): the other rows of the gradebook at ``out``
-    kept as they are, read back from the result cache's neighbour, the CSV itself."""
+def merged(results: list[Result], out: Path, lab: Lab) -> list[Result]:
+    """One student re-graded (a file was passed): every other row kept as it was, read from the
+    outcomes stored beside the gradebook at ``out`` (feedback included). A gradebook written
+    before that file existed gives its CSV rows (scores, status, reason)."""
     import csv
 
+    mine = {r.student for r in results}
+    stored = read_outcomes(out, lab)
+    if stored is not None:
+        kept = [r for student, r in stored.items() if student not in mine]
+        kept = [r.rescored(lab.tests) or r for r in kept]  # the points of this run
+        return sorted([*results, *kept], key=lambda r: r.student)
     if not out.exists():
         return results
-    mine = {r.student for r in results}
     with out.open(encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
     kept = []
@@ -312,7 +347,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
             f"submissions folder {args.submissions} does not exist; collect the notebooks "
             "into one folder as <student>.ipynb or <student>/<lab>.ipynb"
         )
-    if min(args.timeout, args.total_timeout, args.jobs, args.tasks) < 1:
+    if min(args.timeout or 1, args.total_timeout, args.jobs, args.tasks) < 1:
         raise UsageError("--timeout, --total-timeout, --jobs and --tasks must be positive")
     try:
         memory = sandboxes.parse_memory(args.memory) if args.memory else None
@@ -387,21 +422,39 @@ def grade(
         if roster:  # one file re-graded: named by the roster, the others' rows kept as they are
             found = [s for s in apply_roster(found, roster) if s.file or not only]
         store = ResultCache(cache, run_key(solution, settings.key())) if cache else None
-        results, todo = [], []
+        results, todo, reference = [], [], None
         for i, sub in enumerate(found):
             if sub.path is not None:
                 sub = private_copy(sub, folder, Path(tmp) / "hand-ins" / str(i))
             done = None
+            if settings.timeout is None and sub.path is not None:  # once, before the first
+                settings, reference = derive_timeout(lab, solution, settings, store, Path(tmp), log)
             if store and sub.path:
-                done = store.get(sub.student, sub.path.read_bytes(), settings.limits())
+                done = store.get(sub.student, sub.path.read_bytes(), settings.limits(), lab.tests)
             if sub.path is None or done:
                 results.append(finish(done or Result(sub.student, sub.status, sub.reason), sub))
             else:
                 todo.append(sub)
         if todo:
             counter = Progress(len(found), len(found) - len(todo), log)
-            results += _grade_all(lab, solution, todo, settings, jobs, store, Path(tmp), counter)
+            results += _grade_all(lab, solution, todo, settings, jobs, store, Path(tmp), counter,
+                                  reference)  # fmt: skip
     return sorted(results, key=lambda r: r.student), lab
+
+
+def derive_timeout(lab, solution, settings, store, tmp: Path, log) -> tuple[Settings, dict]:
+    """The settings with the per-cell timeout derived from the solution's own run (its slowest
+    cell times TIMEOUT_FACTOR, at least MIN_TIMEOUT), said in one line; and that run's records.
+    The solution's run itself has the whole-submission limit per cell."""
+    trusted = replace(settings, timeout=settings.total_timeout)
+    reference = reference_records(lab, solution, trusted, store, tmp / "ref")
+    slowest = float(reference.get(SLOWEST) or 0.0)
+    timeout = max(MIN_TIMEOUT, math.ceil(TIMEOUT_FACTOR * slowest))
+    log(
+        f"grade: per-cell timeout {timeout} s ({TIMEOUT_FACTOR}x the solution's slowest cell, "
+        f"{slowest:.1f} s here, at least {MIN_TIMEOUT} s; --timeout sets another)"
+    )
+    return replace(settings, timeout=timeout), reference
 
 
 class Progress:
@@ -434,20 +487,27 @@ def remove_stale_workdirs() -> None:
             pass
 
 
-def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Result]:
-    """Grade ``todo`` in ``jobs`` workers, after (and alongside) the solution's reference run."""
-    results, warned = [], False
+def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log, done=None) -> list[Result]:
+    """Grade ``todo`` in ``jobs`` workers, after (and alongside) the solution's reference run
+    (``done``: its records, when it already ran)."""
+    results, warned = [], done is not None  # a derived timeout needs no warning
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        reference = pool.submit(reference_records, lab, solution, settings, store, tmp / "ref")
+        if done is None:
+            reference = pool.submit(reference_records, lab, solution, settings, store, tmp / "ref")
+        else:
+            reference = Future()
+            reference.set_result(done)
         futures = {
             pool.submit(grade_safely, lab, sub, tmp / f"s{i}", settings): sub
             for i, sub in enumerate(todo)
         }
         try:
             for future in as_completed(futures):
-                result, records, calls = future.result()
+                result, records, uses = future.result()
                 result = verified(result, records, reference.result(), lab)
-                result = with_references(result, calls, lab, settings.forbid_reference)
+                result = with_forbidden(result, uses, lab, settings.forbid_reference)
+                result = with_limits(result, settings)
+                result.points = dict(lab.tests)
                 if store and futures[future].path:
                     content = futures[future].path.read_bytes()
                     store.put(result.student, content, result, settings.limits())
@@ -465,6 +525,21 @@ def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log) -> list[Res
 
 
 SLOWEST = "__slowest_cell_seconds__"  # kept with the reference records: its slowest cell's time
+PEAK = "__peak_bytes__"  # and the memory its worker and kernel peaked at
+
+
+def measure_solution(solution: Path) -> dict:
+    """Run the solution once (unsandboxed: it is the course's own) and return its records,
+    with its slowest cell's seconds (SLOWEST) and the memory its run peaked at (PEAK), this
+    process's own included (it is the grader, which runs beside each hand-in)."""
+    import resource
+
+    settings = Settings(timeout=DEFAULT_TOTAL_TIMEOUT)
+    with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as tmp:
+        lab = prepare_lab(solution, Path(tmp) / "lab")
+        records = reference_records(lab, solution, settings, None, Path(tmp) / "ref")
+    grader = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {**records, PEAK: records.get(PEAK, 0) + grader}
 
 
 def timeout_warning(reference: dict, timeout: float) -> str:
@@ -556,13 +631,13 @@ def prepare_lab(solution: Path, workdir: Path) -> Lab:
             f"{solution} has no graded test cells (nbgrader metadata with points); "
             "is it a solution notebook?"
         )
-    references = exercise_references(source)
+    forbidden = exercise_forbidden(source)
     handed_out = _test_sources(nbformat.read(release, as_version=4))
     hidden = {
         t: handed_out.get(t, "") for t, cell in _test_sources(source).items()
         if t in tests and HIDDEN in cell
     }  # fmt: skip
-    return Lab(name=name, db=db, release=release, tests=tests, references=references,
+    return Lab(name=name, db=db, release=release, tests=tests, forbidden=forbidden,
                titles=exercise_titles(source), hidden=hidden)  # fmt: skip
 
 
@@ -604,10 +679,11 @@ def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
     sandbox = None
     if box:
         sandbox = {"bwrap": box.bwrap, "memory": box.memory, "tasks": box.tasks, "user": box.user}
-    references = {answer: info["reference"] for answer, info in lab.references.items()}
+    forbidden = {answer: info["forbidden"] for answer, info in lab.forbidden.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
             "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
-            "threads": settings.threads, "references": references, **fields}  # fmt: skip
+            "threads": settings.threads, "forbidden": forbidden, "hidden": lab.hidden,
+            **fields}  # fmt: skip
 
 
 def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, int | None, str]:
@@ -647,6 +723,7 @@ def reference_records(lab: Lab, solution: Path, settings: Settings, store, workd
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     records = {**data["records"], SLOWEST: data.get("slowest", 0.0)}
+    records[PEAK] = data.get("peak_bytes", 0)
     if store:
         store.put_reference(records)
     return records
@@ -656,9 +733,9 @@ def grade_safely(
     lab: Lab, sub: Submission, workdir: Path, settings: Settings
 ) -> tuple[Result, dict, dict]:
     """Grade one hand-in in a worker: its row (not yet verified), its check records and the
-    references its answers call. Nothing it raises can lose the student's row."""
+    forbidden callables its answers use. Nothing it raises can lose the student's row."""
     records: dict = {}
-    calls: dict = {}
+    uses: dict = {}
     try:
         job = _job(
             lab, workdir, settings, mode=recording.RECORD, submission=str(sub.path.resolve())
@@ -667,17 +744,19 @@ def grade_safely(
         if data is None:
             why = stopped or _worker_failure(returncode, workdir, settings.total_timeout)
             status = KILLED if returncode is None or stopped else ERROR
-            result = Result(sub.student, status, why)
+            hit = [DISK] if stopped else [TIME] if returncode is None else []
+            result = Result(sub.student, status, why, limits=hit)
         else:
-            records, calls = data.pop("records", {}), data.pop("references", {})
+            records, uses = data.pop("records", {}), data.pop("forbidden", {})
             result = Result(sub.student, **data)
             result.reason = "; ".join(filter(None, [stopped, result.reason]))
+            result.limits = sorted({*result.limits, *([DISK] if stopped else [])})
     except Exception as exc:  # a bug or an OS error: report it in the row, grade the others
         result = Result(sub.student, ERROR, f"grading crashed: {type(exc).__name__}: {exc}")
     finally:  # nbgrader's read-only files go too: their folders are writable
         shutil.rmtree(workdir, ignore_errors=True)
     result.reason = result.reason.replace(str(workdir.parent), "<tmp>")  # no run-dependent paths
-    return finish(result, sub), records, calls
+    return finish(result, sub), records, uses
 
 
 def _worker_failure(returncode: int | None, workdir: Path, limit: float) -> str:
@@ -692,7 +771,7 @@ def _worker_failure(returncode: int | None, workdir: Path, limit: float) -> str:
 def finish(result: Result, sub: Submission) -> Result:
     """The row as the gradebook shows it: the submission's note first, on one line."""
     result.name, result.file = sub.name or sub.student, sub.file
-    result.hand_in = sub.hand_in  # issue 44: the LMS's id, late mark, time; roster match
+    result.hand_in = sub.hand_in  # the LMS's id, late mark, time; roster match
     if sub.note and not result.reason.startswith(sub.note):
         result.reason = "; ".join(filter(None, [sub.note, result.reason]))
     result.reason = one_line(result.reason, MAX_REASON_CHARS)
@@ -705,35 +784,58 @@ def verified(result: Result, records: dict, reference: dict, lab: Lab) -> Result
     if result.status != GRADED:
         return result
     for test in lab.tests:
-        ok, message = verify_cell(records.get(test, []), reference.get(test, []))
-        info = result.feedback.setdefault(test, {"message": "not run", "output": "", "before": []})
+        ok, message, hidden = verdict(records.get(test, []), reference.get(test, []))
+        info = result.feedback.setdefault(test, entry())
+        audience = INSTRUCTOR if hidden else STUDENT
         if message:
-            info["message"] = message
-        elif not ok and info.get("message") == "passed":  # no error, yet a check is missing
+            set_message(info, message, audience)
+        elif not ok and info.get("message") == PASSED:  # no error, yet a check is missing
             missing = reference[test][len(records.get(test, []))].get("name")
-            info["message"] = f"\u274c {missing}: {UNREPORTED}"
+            set_message(info, f"\u274c {missing}: {UNREPORTED}", audience)
         if not ok:
             result.scores[test] = 0.0
     return result
 
 
-def with_references(result: Result, calls: dict, lab: Lab, forbid: bool) -> Result:
-    """The row with each answer that calls its exercise's reference named in its reason and in
-    the exercise's feedback; with ``forbid`` (``--forbid-reference``) the exercise scores 0."""
+def with_forbidden(result: Result, uses: dict, lab: Lab, forbid: bool) -> Result:
+    """The row with each exercise whose answer uses a forbidden callable named in its reason and
+    in the exercise's feedback (the exercise and each callable by its full name); with
+    ``forbid`` (the default; ``--allow-reference`` turns it off) the exercise scores 0."""
     if result.status != GRADED:
         return result
     notes = []
-    for answer, called in sorted(calls.items()):
-        test = lab.references.get(answer, {}).get("test")
+    for answer, used in sorted(uses.items()):
+        test = lab.forbidden.get(answer, {}).get("test")
         if test not in lab.tests:
             continue
-        note = reference_note(answer, called)
+        note = forbidden_note(lab.title(test), used)
         notes.append(note)
-        info = result.feedback.setdefault(test, {"message": "not run", "output": "", "before": []})
+        info = result.feedback.setdefault(test, entry())
         info["before"] = [*info.get("before", []), note]
         if forbid:
             result.scores[test] = 0.0
-            info["message"] = f"\u274c {note}: the exercise asks you to write it, so it scores 0"
+            set_message(info, f"\u274c {note}: this exercise scores 0")
     if notes:
         result.reason = one_line("; ".join(filter(None, [*notes, result.reason])), MAX_REASON_CHARS)
+    return result
+
+
+def with_limits(result: Result, settings: Settings) -> Result:
+    """The row with the exercise whose kernel was killed as the out-of-memory killer does told
+    so, in the student's feedback and the instructor's (the memory limit and how to raise it)."""
+    if result.status != GRADED or MEMORY not in result.limits:
+        return result
+    box = settings.sandbox
+    limit = ""
+    if settings.memory_needed:  # in Gradescope: the container's memory is what ran out
+        limit = f" (this lab needs about {settings.memory_needed}: give the autograder more)"
+    elif box:
+        limit = f" (the limit: {sandboxes.format_memory(box.memory)}; --memory raises it)"
+    for info in result.feedback.values():
+        if info.get("kernel_died"):
+            message = f"\u274c the kernel ran out of memory while this ran and was killed{limit}"
+            set_message(info, message)
+            note = f"ran out of memory{limit}"
+            result.reason = one_line("; ".join([note, result.reason]).strip("; "), MAX_REASON_CHARS)
+            break
     return result

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..engine.io import atomic_write_text
+from .outcomes import for_student
 
 # Row statuses: only GRADED rows were executed; the others score 0 and say why in `reason`.
 GRADED = "graded"
@@ -61,9 +63,23 @@ class Result:
     # changes to the graded points, each {kind: "late" or "adjustment", test: an exercise's test
     # id or "" for the lab, points, reason}: the late policy's and the adjustments file's
     adjustments: list[dict] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)  # the limits it ran into (outcomes.TIME...)
+    points: dict[str, float] = field(default_factory=dict)  # each test's points when graded
+    answers: dict[str, str] = field(default_factory=dict)  # answer id -> digest of its code
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def rescored(self, tests: dict[str, float]) -> Result | None:
+        """This result under other points for the same tests, from what each test scored of
+        the points it was graded with (no kernel runs); None when a test was not graded."""
+        if set(tests) - set(self.points) and self.status == GRADED:
+            return None
+        scores = {}
+        for test, points in tests.items():
+            was, got = self.points.get(test, 0.0), self.scores.get(test, 0.0)
+            scores[test] = points * got / was if was else 0.0
+        return replace(self, scores=scores, points=dict(tests))
 
 
 @dataclass(frozen=True)
@@ -75,8 +91,8 @@ class Lab:
     db: Path
     release: Path
     tests: dict[str, float]
-    # answer grade_id -> {"reference": [names it must not call], "test": its test cell}
-    references: dict[str, dict] = field(default_factory=dict)
+    # answer grade_id -> {"forbidden": [what it must not use], "test": its test cell}
+    forbidden: dict[str, dict] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)  # test -> its exercise's heading
     hidden: dict[str, str] = field(default_factory=dict)  # test with hidden tests -> visible part
 
@@ -182,7 +198,22 @@ def summary_rows(results: list[Result], lab: Lab) -> list[list[str]]:
     for status in sorted({r.status for r in results}):
         count = sum(r.status == status for r in results)
         rows.append([f"status: {status}", "", "", "", "", str(count)])
+    for answer, students in identical_answers(results):
+        rows.append(
+            [f"hint: identical {answer}", ", ".join(students), "", "", "", str(len(students))]
+        )
     return rows
+
+
+def identical_answers(results: list[Result]) -> list[tuple[str, list[str]]]:
+    """(answer id, students) for each answer that two or more hand-ins hold identically (the
+    same code, comments and layout aside): a hint to look, not a verdict."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for result in sorted(results, key=lambda r: r.student):
+        for answer, digest in result.answers.items():
+            groups.setdefault((answer, digest), []).append(result.student)
+    return sorted((answer, students) for (answer, _), students in groups.items()
+                  if len(students) > 1)  # fmt: skip
 
 
 def summary_text(rows: list[list[str]]) -> str:
@@ -190,6 +221,32 @@ def summary_text(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines)
+
+
+def outcomes_path(out: Path) -> Path:
+    """The outcome of every row, beside the gradebook: ``gradebook.outcomes.json``."""
+    return out.with_name(f"{out.stem}.outcomes.json")
+
+
+def write_outcomes(results: list[Result], lab: Lab, out: Path) -> None:
+    """Every row's outcome as data (scores, feedback with its audiences, limits hit), written
+    atomically beside the gradebook: a later run that re-grades one student reads the others'
+    rows from it, feedback and all. The CSV is output, never input."""
+    rows = [r.to_json() for r in sorted(results, key=lambda r: r.student)]
+    text = json.dumps({"lab": lab.name, "rows": rows}, indent=1, sort_keys=True)
+    atomic_write_text(outcomes_path(out), text + "\n")
+
+
+def read_outcomes(out: Path, lab: Lab) -> dict[str, Result] | None:
+    """student -> outcome, from the file beside the gradebook ``out``; None when there is none
+    (or it is of another lab, or unreadable)."""
+    try:
+        data = json.loads(outcomes_path(out).read_text(encoding="utf-8"))
+        if data.get("lab") != lab.name:
+            return None
+        return {row["student"]: Result(**row) for row in data["rows"]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def write_feedback(results: list[Result], lab: Lab, folder: Path, instructor: Path | None = None):
@@ -209,12 +266,6 @@ def file_name(student: str) -> str:
     """A student id made safe as a file name (no folders, no hidden files)."""
     name = re.sub(r"[/\\\x00]", "_", without_controls(student)).strip() or "_"
     return "_" + name if name.startswith(".") else name
-
-
-HIDDEN_FAILED = (
-    "\u274c a hidden test failed (what hidden tests check and print is not shown: test your "
-    "answer on more cases than the visible checks)"
-)
 
 
 def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> str:
@@ -242,58 +293,10 @@ def feedback_markdown(result: Result, lab: Lab, student_facing: bool = True) -> 
 
 
 def student_view(result: Result, lab: Lab, test: str) -> dict:
-    """A test cell's feedback as its student may see it: for a cell with hidden tests, no
-    output (what the hand-in printed while they ran shows their inputs) and no hidden check's
-    message. The feedback files and Gradescope's results both show this."""
-    info = dict(result.feedback.get(test, {}))
-    if test in lab.hidden:
-        info["output"] = ""
-        if info.get("message", "passed") not in ("passed", "not run"):
-            info["message"] = _visible_part(info["message"], lab.hidden[test])
-    return info
-
-
-def _visible_part(message: str, visible: str) -> str:
-    """What a student may read of a failed test cell with hidden tests: a visible check's
-    message (its name is in the cell the student has), the grader's own notes (a forbidden
-    call, a timeout, a dead kernel, a name never defined); not a hidden check's values or an
-    error raised on a hidden input."""
-    if "is not done yet" in message:  # the lab's own stub: nothing of a test in it
-        return message
-    if message.startswith("\u274c") and "scores 0" not in message:
-        shown = any(p.match(message[1:].strip()) for p in visible_check_names(visible))
-        return message if shown else HIDDEN_FAILED
-    own = ("timed out", "scores 0", "kernel died", "NameError", "not run")
-    return message if any(note in message for note in own) else HIDDEN_FAILED
-
-
-def visible_check_names(source: str) -> list[re.Pattern]:
-    """Patterns for the names of the checks in ``source`` (the test cell as handed out), each
-    followed by the ``:`` that starts a check's message: a string name as it is, an f-string's
-    fields as wildcards (``f"lr_schedule over {n} steps"``)."""
-    import ast
-
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    patterns = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and node.args):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if not name.startswith("check"):
-            continue
-        first = node.args[0]
-        if isinstance(first, ast.Constant) and isinstance(first.value, str):
-            patterns.append(re.escape(first.value))
-        elif isinstance(first, ast.JoinedStr):
-            parts = [
-                re.escape(v.value) if isinstance(v, ast.Constant) else ".+?" for v in first.values
-            ]
-            patterns.append("".join(parts))
-    return [re.compile(f"{p}:", re.DOTALL) for p in patterns]
+    """A test cell's feedback as its student may see it, read from the audience fields set where
+    each message was made (:mod:`.outcomes`): the feedback files and Gradescope's results show
+    this."""
+    return for_student(result.feedback.get(test, {}))
 
 
 def _exercise_lines(title: str, score: float, points: float, info: dict) -> list[str]:

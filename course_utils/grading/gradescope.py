@@ -100,6 +100,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--memory", default="4G", help="memory cap per sandboxed process (default 4G)"
     )
     parser.add_argument(
+        "--memory-needed", help="the memory the autograder needs, like 2G, as the README and "
+        "setup.sh state it (default: the solution's run, measured here, plus a quarter, "
+        "rounded up to 256M)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-sandbox", action="store_true",
         help="grade without bubblewrap inside Gradescope: a submission can then read the "
         "solution shipped in the bundle",
@@ -143,12 +148,44 @@ def run(args: argparse.Namespace) -> int:
         if not args.lab or not args.out:
             raise UsageError(f"pass a lab and --out, for example: {EXAMPLE}")
         sandboxes.parse_memory(args.memory)
-        build(resolve_lab(args.lab), args.out, settings_of(args))
+        solution = resolve_lab(args.lab)
+        needed = args.memory_needed or memory_needed(solution)
+        sandboxes.parse_memory(needed)
+        build(solution, args.out, settings_of(args) | {"memory_needed": needed})
     except (UsageError, ValueError) as problem:
         print(f"gradescope: error: {problem}", file=sys.stderr)
         return 2
     print(f"wrote {args.out}: upload it as the autograder of {Path(args.lab).stem}")
     return 0
+
+
+MEMORY_STEP = 256 * 2**20  # the memory needed is rounded up to this
+
+
+def memory_needed(solution: Path) -> str:
+    """What the autograder needs: the solution's run (the grader, its worker and the kernel
+    together), measured here, plus a quarter, rounded up to MEMORY_STEP, like ``1536M``."""
+    from .command import PEAK, measure_solution
+
+    print(f"gradescope: running {solution.name} once to measure the memory it needs", flush=True)
+    peak = measure_solution(solution)[PEAK]
+    steps = -(-int(peak * 1.25) // MEMORY_STEP)
+    return sandboxes.format_memory(max(steps, 1) * MEMORY_STEP)
+
+
+README = """# Gradescope autograder for {lab}
+
+Made by `python -m course_utils gradescope` (see the course's docs/instructors.md).
+
+- **Memory: give the autograder at least {memory_needed}** (Gradescope: the assignment's
+  autograder settings). With less, a correct hand-in can see its kernel killed; its feedback
+  then says it ran out of memory. (The solution's run, grader, worker and kernel together,
+  plus a quarter, unless `--memory-needed` set it.)
+- Per cell: {timeout} s; per submission: {total_timeout} s; memory cap per sandboxed process:
+  {memory}; forbidden calls score 0: {forbid_reference}.
+- setup.sh installs Python, a CPU-only torch and the course; run_autograder grades
+  /autograder/submission into /autograder/results/results.json.
+"""
 
 
 def settings_of(args: argparse.Namespace) -> dict:
@@ -182,7 +219,14 @@ def build(solution: Path, out: Path, settings: dict) -> None:
     """Write the autograder zip for ``solution`` to ``out`` (atomically)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as bundle:
-        _add(bundle, "setup.sh", SETUP_SH.encode(), executable=True)
+        setup = SETUP_SH
+        if needed := settings.get("memory_needed"):
+            setup += (
+                f"# this lab needs about {needed} of memory (see README.md): give the "
+                f'autograder at least that\necho "gradescope: this autograder needs {needed} '
+                'of memory"\n'
+            )
+        _add(bundle, "setup.sh", setup.encode(), executable=True)
         _add(bundle, "run_autograder", RUN_AUTOGRADER.encode(), executable=True)
         for name, path in course_files():
             _add(bundle, name, path.read_bytes())
@@ -191,6 +235,8 @@ def build(solution: Path, out: Path, settings: dict) -> None:
         _add(bundle, f"lab/{solution.stem}.ipynb", solution.read_bytes())
         info = {"lab": solution.stem, **settings}
         _add(bundle, "settings.json", json.dumps(info, indent=1, sort_keys=True).encode())
+        if info.get("memory_needed"):
+            _add(bundle, "README.md", README.format(**info).encode())
     atomic_write_bytes(out, buffer.getvalue())
 
 
@@ -209,7 +255,9 @@ def run_in(root: Path) -> int:
         box = gradescope_sandbox(settings, root)
         forbid = bool(settings.get("forbid_reference"))
         total = settings.get("total_timeout", TOTAL_TIMEOUT)
-        limits = Settings(settings["timeout"], total, box, threads=1, forbid_reference=forbid)
+        needed = settings.get("memory_needed", "")
+        limits = Settings(settings["timeout"], total, box, threads=1, forbid_reference=forbid,
+                          memory_needed=needed)  # fmt: skip
         rows, lab = grade(solution, root / "submission", settings=limits, student=SUBMITTER)
     except (sandboxes.SandboxUnavailable, UsageError) as problem:
         message = f"The autograder could not grade this submission: {problem}"

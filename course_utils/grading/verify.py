@@ -7,7 +7,7 @@ cells. What it cannot do is produce the right values without the right code. So 
 graded:
 
 1. the solution runs once with the checks in ``reference`` mode: each check passes as usual and
-   records its expected value (:func:`reference_records`);
+   records its expected value, flagged ``hidden`` after its hidden tests' mark;
 2. each hand-in's test cells run with every expected value cut out of their source
    (:func:`strip_expected`), so the answer key never reaches its kernel, and the checks in
    ``record`` mode record what they got;
@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+from typing import NamedTuple
 
 from ..lessons import checks, recording
 
@@ -116,30 +117,37 @@ def cell_records(cell) -> list[dict]:
     return records
 
 
-def reference_records(nb, tests: dict[str, float]) -> dict[str, list[dict]]:
-    """grade_id -> the records of the solution's run of that test cell."""
-    found: dict[str, list[dict]] = {}
-    for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id in tests:
-            found[grade_id] = cell_records(cell)
-    return found
+class Verdict(NamedTuple):
+    """A test cell's records against the solution's: whether they match, the first failure's
+    one-line message, and whether that check is a hidden one (its message is the instructor's)."""
+
+    ok: bool
+    message: str = ""
+    hidden: bool = False
 
 
-def verify_cell(records: list[dict], reference: list[dict]) -> tuple[bool, str]:
-    """Whether a hand-in's records match the solution's, and the first failure's one-line
-    message ("" when they match, or when the cell stopped before a check: its error says why)."""
+def verdict(records: list[dict], reference: list[dict]) -> Verdict:
+    """Compare a hand-in's records with the solution's, in order. The message is "" when they
+    match, or when the cell stopped before a check (its error says why); ``hidden`` comes from
+    the solution's record (flagged in its own run), never from the hand-in's."""
     for index, expected in enumerate(reference):
+        hidden = expected.get("hidden") is True
         if index >= len(records):
-            return False, ""
+            return Verdict(False, "", hidden)
         got = records[index]
         if got.get("check") != expected.get("check") or got.get("name") != expected.get("name"):
             name = expected.get("name")
-            return False, f"\u274c {name}: {UNREPORTED}"
+            return Verdict(False, f"\u274c {name}: {UNREPORTED}", hidden)
         failure = compare(got, expected)
         if failure:
-            return False, failure
-    return True, ""
+            return Verdict(False, failure, hidden)
+    return Verdict(True)
+
+
+def verify_cell(records: list[dict], reference: list[dict]) -> tuple[bool, str]:
+    """Whether a hand-in's records match the solution's, and the first failure's message."""
+    ok, message, _ = verdict(records, reference)
+    return ok, message
 
 
 def compare(got: dict, expected: dict) -> str:
