@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup instructor dev course test compat lint publish-labs site
+.PHONY: setup instructor dev course test vm-test compat lint publish-labs site
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ course: setup
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(VENV)/.installed-site
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The grader's limiter in a Debian 12 guest under KVM (systemd, cgroup v2 only), as root and as a
+# logged-in user (maintainers, after changing course_utils/grading/limiter.py; root, qemu and
+# debootstrap, about NN minutes; the guest image is cached in .vm/): tests/test_vm.py.
+vm-test: $(VENV)/.installed-dev
+	COURSE_VM_TEST=1 $(BIN)/python -m pytest -p no:xdist -v -s tests/test_vm.py $(PYTEST_ARGS)
 
 # The torch range the course allows, end to end (maintainers, before changing it; long, and
 # several GB of downloads): the oldest torch, the newest one pip finds, and Python 3.13, each in
