@@ -1,8 +1,11 @@
-"""Runs inside the VM test's guest (tests/test_vm.py): grades a small class (an honest
-hand-in, a memory hog of four 1.5 GiB processes, a fork bomb of 2,000) under a 2G and 256-task
-cap per hand-in, and prints one JSON object: what the grader's first line and ``doctor`` said,
-the gradebook's rows, the lowest memory available in the guest while it graded, and how many
-processes the fork bomb held."""
+"""Runs inside the VM test's guest (tests/test_vm.py) and prints one JSON object.
+
+``held``: a memory hog (four 1.5 GiB processes) and a fork bomb (2,000) run as a hand-in's
+kernel runs, in the sandbox with its per-process caps and a group of its own from the limiter
+(2G and 256 tasks), without Jupyter or torch (cheap enough for an emulated guest): the
+grader's first line, the lowest memory available in the guest meanwhile, and how many
+processes the fork bomb held. ``class``: a small class graded by ``python -m course_utils
+grade`` (an honest hand-in beside the same two), and what ``doctor`` says (for a KVM guest)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from grading_helpers import FIXTURE, lab, points, read_rows, save, solved  # noqa: E402
-from test_sandbox import FORKER, HOGS  # noqa: E402
 
 MEMORY = "2G"  # per hand-in, and per process (RLIMIT_DATA): the hog's four 1.5 GiB pass the latter
 TASKS = 256
@@ -33,21 +33,69 @@ def available() -> int:
 
 
 class Lowest(threading.Thread):
-    """Samples MemAvailable and the number of processes every 20 ms until stopped."""
+    """Samples MemAvailable and the number of processes every 50 ms until stopped."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.memory, self.processes, self.stop = available(), 0, threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(0.02):
+        while not self.stop.wait(0.05):
             self.memory = min(self.memory, available())
             count = sum(name.isdigit() for name in (p.name for p in Path("/proc").iterdir()))
             self.processes = max(self.processes, count)
 
 
+# what the hog and the fork bomb of tests/test_sandbox.py run, as programs of their own
+HOG = "import time; block = bytearray(b'x') * (3 * 2**29); time.sleep(1)"
+HOGS = f"""import subprocess, sys
+hogs = [subprocess.Popen([sys.executable, "-c", {HOG!r}]) for _ in range(4)]
+print([hog.wait() for hog in hogs])"""
+FORK = (
+    "import os, time\nn = 0\ntry:\n    for _ in range(2000):\n        if os.fork() == 0:\n"
+    "            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n"
+    "    pass\nprint(n)\n"
+)
+
+
+def held() -> dict:
+    """The hog and the fork bomb, each in a sandbox and a group of its own, as a kernel."""
+    from course_utils.grading import limiter, sandbox
+
+    box = sandbox.check_sandbox(sandbox.parse_memory(MEMORY), TASKS)
+    report = {
+        "first_line": f"each hand-in runs in a sandbox: {box.describe()}; {box.limits()}",
+        "available_before": available(),
+    }
+    for name, program in (("hog", HOGS), ("forker", FORK)):
+        group = limiter.make_group(box.limiter, box.memory, box.tasks)
+        home = Path(tempfile.mkdtemp(prefix="course-vm-"))
+        command = sandbox.command_line(box, home, [sys.executable, "-c", program], group=group)
+        lowest = Lowest()
+        lowest.start()
+        started = time.monotonic()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        finally:
+            lowest.stop.set()
+            lowest.join()
+            limiter.remove_group(group)
+        report[name] = {
+            "stdout": done.stdout.strip(),
+            "stderr": done.stderr[-2000:],
+            "code": done.returncode,
+            "lowest_available": lowest.memory,
+            "most_processes": lowest.processes,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+    report["forked"] = int(report["forker"]["stdout"] or -1)
+    report["lowest_available"] = report["hog"]["lowest_available"]
+    return report
+
+
 def hand_ins(folder: Path) -> None:
-    from grading_helpers import answered
+    from grading_helpers import answered, lab, save, solved
+    from test_sandbox import FORKER, HOGS
 
     save(solved(lab()), folder / "honest.ipynb")
     for name, source in [("hogs", HOGS), ("forker", FORKER)]:
@@ -63,7 +111,10 @@ def forked(feedback: Path) -> int | None:
     return int(text.split("RuntimeError: forked ")[1].split()[0])
 
 
-def main() -> None:
+def graded_class() -> dict:
+    """A small class graded by the grader, and what ``doctor`` says."""
+    from grading_helpers import FIXTURE, points, read_rows
+
     root = Path(tempfile.mkdtemp(prefix="course-vm-"))
     hand_ins(root / "submissions")
     out, feedback = root / "gradebook.csv", root / "feedback"
@@ -118,10 +169,11 @@ def main() -> None:
         "lowest_available": lowest.memory,
         "most_processes": lowest.processes,
         "grading_seconds": round(seconds, 1),
-        "cgroup": Path("/proc/self/cgroup").read_text().strip(),
     }
-    print(json.dumps(report, indent=1))
+    return report
 
 
 if __name__ == "__main__":
-    main()
+    report = held() if sys.argv[1:] == ["held"] else graded_class()
+    report["cgroup"] = Path("/proc/self/cgroup").read_text().strip()
+    print(json.dumps(report, indent=1))
