@@ -50,7 +50,8 @@ def shared() -> dict[str, Path]:
 def run_script(modes: tuple[str, ...]) -> str:
     """What the guest runs as root once it is up (its output lands in the results share):
     tests/vm_guest.py's ``modes`` as root, then as the user."""
-    python = shlex.quote(str(CHECKOUT / ".venv" / "bin" / "python"))
+    # the environment's own path (a checkout's .venv may be a link, which the sandbox lacks)
+    python = shlex.quote(str(shared()["venv"] / "bin" / "python"))
     checkout = shlex.quote(str(CHECKOUT))
     lines = ["set -x", "export HOME=/root PYTHONDONTWRITEBYTECODE=1"]
     for tag, folder in shared().items():
