@@ -62,7 +62,8 @@ test: $(VENV)/.installed-dev $(VENV)/.installed-site
 
 # The grader's limiter in a Debian 12 guest under KVM (systemd, cgroup v2 only), as root and as a
 # logged-in user (maintainers, after changing course_utils/grading/limiter.py; root, qemu and
-# debootstrap, about NN minutes; the guest image is cached in .vm/): tests/test_vm.py.
+# debootstrap; 5 minutes to build the guest image, cached in .vm/, then the boot and the two
+# passes: minutes with KVM, far longer under qemu's emulator): tests/test_vm.py.
 vm-test: $(VENV)/.installed-dev
 	COURSE_VM_TEST=1 $(BIN)/python -m pytest -p no:xdist -v -s tests/test_vm.py $(PYTEST_ARGS)
 
