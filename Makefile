@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup instructor dev course test compat lint publish-labs site check-python
+.PHONY: setup instructor dev course test compat lint publish-labs site check-python vm-test
 
 # Before anything is installed: a Python outside 3.11-3.13 is refused in one line naming the fix,
 # and a $(VENV) made by another Python is removed, to be made again below with the one named
@@ -69,6 +69,13 @@ course: setup
 TEST_WORKERS ?= 2
 test: check-python $(VENV)/.installed-dev $(VENV)/.installed-site
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The grader's limiter in a Debian 12 guest under KVM (systemd, cgroup v2 only), as root and as a
+# logged-in user (maintainers, after changing course_utils/grading/limiter.py; root, qemu and
+# debootstrap; 5 minutes to build the guest image, cached in .vm/, then the boot and the two
+# passes: minutes with KVM, far longer under qemu's emulator): tests/test_vm.py.
+vm-test: $(VENV)/.installed-dev
+	COURSE_VM_TEST=1 $(BIN)/python -m pytest -p no:xdist -v -s tests/test_vm.py $(PYTEST_ARGS)
 
 # The torch range the course allows, end to end (maintainers, before changing it; long, and
 # several GB of downloads): the oldest torch, the newest one pip finds, and Python 3.13, each in

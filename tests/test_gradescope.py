@@ -321,3 +321,129 @@ def test_without_user_namespaces_hand_ins_run_as_nobody_and_score_fairly(locked_
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert [t["score"] for t in results["tests"]] == [0, 0, 3]
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside Gradescope, in this process: the settings, the sandbox check and where they fail
+
+
+def bare_tree(tmp_path, settings: bytes | None) -> Path:
+    """A fake /autograder with the lab, an honest submission and ``settings`` (None: no
+    settings.json), without the venv: for what happens before any grading."""
+    root = tmp_path / "autograder"
+    (root / "source" / "lab").mkdir(parents=True)
+    shutil.copy(FIXTURE, root / "source" / "lab" / FIXTURE.name)
+    if settings is not None:
+        (root / "source" / "settings.json").write_bytes(settings)
+    save(solved(lab()), root / "submission" / FIXTURE.name)
+    return root
+
+
+SETTINGS = {"lab": FIXTURE.stem, "timeout": 20, "total_timeout": 420, "memory": 2**30,
+            "sandbox": True, "forbid_reference": True}  # fmt: skip
+
+
+def no_sandbox_at_all(monkeypatch):
+    """Neither bwrap nor the unprivileged user works here, and grading must not start."""
+    from course_utils.grading import command
+    from course_utils.grading import sandbox as sandboxes
+
+    def refuse(reason):
+        def check(memory, tasks=256):
+            raise sandboxes.SandboxUnavailable(reason)
+
+        return check
+
+    monkeypatch.setattr(sandboxes, "check_sandbox", refuse("no user namespaces"))
+    monkeypatch.setattr(sandboxes, "check_unprivileged", refuse("the grader is not root"))
+    monkeypatch.setattr(command, "grade", lambda *a, **k: pytest.fail("a hand-in ran unsandboxed"))
+
+
+def test_without_bwrap_or_an_unprivileged_user_every_submission_scores_0_never_bare(
+    tmp_path, monkeypatch
+):
+    no_sandbox_at_all(monkeypatch)
+    root = bare_tree(tmp_path, json.dumps(SETTINGS).encode())
+    assert gradescope.run_in(root) == 1
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results == {
+        "score": 0,
+        "output": "The autograder could not grade this submission: no user namespaces; nor can "
+        "the kernel run as an unprivileged user: the grader is not root",
+        "tests": [],
+    }
+
+
+def test_which_sandbox_says_how_hand_ins_would_run_or_that_they_cannot(monkeypatch, capsys):
+    from course_utils.grading import sandbox as sandboxes
+
+    asked = []
+
+    def works(memory, tasks=256):
+        asked.append(memory)
+        return sandboxes.Sandbox("/nonexistent/bwrap", memory)
+
+    monkeypatch.setattr(sandboxes, "check_sandbox", works)
+    assert gradescope.main(["--which-sandbox", "--memory", "3G"]) == 0
+    assert asked == [3 * 2**30]
+    assert capsys.readouterr().out == (
+        "gradescope: each hand-in runs in a sandbox: bwrap (system: /nonexistent/bwrap); "
+        f"{sandboxes.Sandbox('', 3 * 2**30).limits()}\n"
+    )
+    no_sandbox_at_all(monkeypatch)
+    assert gradescope.main(["--which-sandbox"]) == 1
+    assert capsys.readouterr().out == (
+        "gradescope: hand-ins cannot be graded here: no user namespaces; nor can the kernel "
+        "run as an unprivileged user: the grader is not root\n"
+    )
+
+
+@pytest.mark.parametrize("option", ["--timeout", "--total-timeout"])
+def test_a_timeout_of_0_is_refused_not_read_as_no_limit(tmp_path, capsys, option):
+    out = tmp_path / "autograder.zip"
+    assert gradescope.main([str(FIXTURE), "--out", str(out), option, "0"]) == 2
+    assert "--timeout and --total-timeout must be positive" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_bundles_memory_cap_is_the_one_its_sandbox_gets(tmp_path, monkeypatch, capsys):
+    from course_utils.grading import sandbox as sandboxes
+
+    out = tmp_path / "autograder.zip"
+    assert gradescope.main([str(FIXTURE), "--out", str(out), "--memory", "3G"]) == 0
+    with zipfile.ZipFile(out) as z:
+        settings = json.loads(z.read("settings.json"))
+    assert settings["memory"] == 3 * 2**30
+    asked = []
+
+    def record(memory, tasks=256):
+        asked.append(memory)
+        raise sandboxes.SandboxUnavailable("stop here")
+
+    monkeypatch.setattr(sandboxes, "check_any", record)
+    assert gradescope.run_in(bare_tree(tmp_path, json.dumps(settings).encode())) == 1
+    assert asked == [3 * 2**30]
+    assert gradescope.main([str(FIXTURE), "--out", str(out), "--memory", "lots"]) == 2
+    assert "cannot read 'lots' as a memory size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "settings, why",
+    [
+        (None, "the bundle's settings.json cannot be read (No such file or directory)"),
+        (b'{"lab": ', "the bundle's settings.json is damaged (Expecting value"),
+        (b"[]", "the bundle's settings.json is damaged (it names no lab)"),
+        (json.dumps({**SETTINGS, "timeout": 0}).encode(), "is damaged (its timeout is not a"),
+        (json.dumps({**SETTINGS, "memory": "lots"}).encode(), "is damaged (cannot read 'lots'"),
+    ],
+)
+def test_a_missing_or_damaged_settings_file_still_writes_results_json(
+    tmp_path, monkeypatch, settings, why
+):
+    no_sandbox_at_all(monkeypatch)
+    root = bare_tree(tmp_path, settings)
+    assert gradescope.run_in(root) == 1
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and results["tests"] == []
+    assert results["output"].startswith("The autograder could not grade this submission: ")
+    assert why in results["output"] and "build the bundle again" in results["output"]

@@ -147,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.lab or not args.out:
             raise UsageError(f"pass a lab and --out, for example: {EXAMPLE}")
+        if min(args.timeout, args.total_timeout) < 1:  # nbclient reads 0 as no limit at all
+            raise UsageError("--timeout and --total-timeout must be positive (seconds)")
         sandboxes.parse_memory(args.memory)
         solution = resolve_lab(args.lab)
         needed = args.memory_needed or memory_needed(solution)
@@ -189,7 +191,9 @@ Made by `python -m course_utils gradescope` (see the course's docs/instructors.m
 
 
 def settings_of(args: argparse.Namespace) -> dict:
-    return {"timeout": args.timeout, "total_timeout": args.total_timeout, "memory": args.memory,
+    """The bundle's settings.json; the memory cap in bytes (a ValueError for a bad size)."""
+    memory = sandboxes.parse_memory(args.memory)
+    return {"timeout": args.timeout, "total_timeout": args.total_timeout, "memory": memory,
             "sandbox": not args.no_sandbox, "forbid_reference": args.forbid_reference}  # fmt: skip
 
 
@@ -236,7 +240,8 @@ def build(solution: Path, out: Path, settings: dict) -> None:
         info = {"lab": solution.stem, **settings}
         _add(bundle, "settings.json", json.dumps(info, indent=1, sort_keys=True).encode())
         if info.get("memory_needed"):
-            _add(bundle, "README.md", README.format(**info).encode())
+            shown = info | {"memory": sandboxes.format_memory(info["memory"])}
+            _add(bundle, "README.md", README.format(**shown).encode())
     atomic_write_bytes(out, buffer.getvalue())
 
 
@@ -249,9 +254,9 @@ def run_in(root: Path) -> int:
     from .command import Settings, UsageError, grade
 
     results_file = root / "results" / "results.json"
-    settings = json.loads((root / "source" / "settings.json").read_text(encoding="utf-8"))
-    solution = root / "source" / "lab" / f"{settings['lab']}.ipynb"
     try:
+        settings = read_settings(root / "source" / "settings.json")
+        solution = root / "source" / "lab" / f"{settings['lab']}.ipynb"
         box = gradescope_sandbox(settings, root)
         forbid = bool(settings.get("forbid_reference"))
         total = settings.get("total_timeout", TOTAL_TIMEOUT)
@@ -268,14 +273,35 @@ def run_in(root: Path) -> int:
     return 0
 
 
+def read_settings(path: Path) -> dict:
+    """The bundle's settings.json, or a UsageError saying it is missing or damaged."""
+    from .command import UsageError
+
+    fix = f"build the bundle again ({EXAMPLE}) and upload it"
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(settings, dict) or not isinstance(settings.get("lab"), str):
+            raise ValueError("it names no lab")
+        if not isinstance(settings.get("timeout"), int) or settings["timeout"] < 1:
+            raise ValueError("its timeout is not a positive number of seconds")
+        sandboxes.parse_memory(str(settings.get("memory", "4G")))
+    except OSError as exc:
+        raise UsageError(
+            f"the bundle's {path.name} cannot be read ({exc.strerror}): {fix}"
+        ) from None
+    except ValueError as exc:
+        raise UsageError(f"the bundle's {path.name} is damaged ({exc}): {fix}") from None
+    return settings
+
+
 def gradescope_sandbox(settings: dict, root: Path) -> sandboxes.Sandbox | None:
     """bwrap where it runs, else the kernel as an unprivileged user (the autograder's files
     and the grader's made root's alone); its line is printed first."""
     from .command import sandbox_line
 
     box = None
-    if settings["sandbox"]:
-        box = sandboxes.check_any(sandboxes.parse_memory(settings["memory"]))
+    if settings.get("sandbox", True):
+        box = sandboxes.check_any(sandboxes.parse_memory(str(settings.get("memory", "4G"))))
         if box.user:
             os.umask(unprivileged.PRIVATE_UMASK)
             for folder in ("source", "submission", "results"):

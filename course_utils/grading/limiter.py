@@ -4,19 +4,29 @@ held by a cgroup of its own, which the kernel enforces.
 Found once per run, first that works: ``systemd-run --scope`` (``--user`` when not root) where a
 systemd manager answers; else the cgroup filesystem where the grader may make its own child
 groups (v2: ``memory.max`` and ``pids.max``; v1: the ``memory`` and ``pids`` hierarchies); else
-none, and only the per-process caps hold (the grader's first line says so). Each hand-in's
-kernel joins its group before it starts (``systemd-run``'s prefix, or the shell that starts
-bwrap writing its own pid into ``cgroup.procs``); the group is removed after the grading.
+none, and only the per-process caps hold (the grader's first line says so, and why). Each
+hand-in's kernel joins its group before it starts (``systemd-run``'s prefix, or the shell that
+starts bwrap writing its own pid into ``cgroup.procs``); the group is removed after the grading,
+and groups left by a grader that was killed are removed when the next one starts.
+
+cgroup v2 has two rules v1 has not, both met here: a group with processes in it cannot hand
+controllers to children (the grader moves the processes of its own group into a leaf group
+first, as container runtimes do), and a systemd user manager caps only what it was delegated
+(the probe reads the caps back from inside its scope; a user manager without the memory
+controller is named in one line, and the next way is tried).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,6 +34,8 @@ from pathlib import Path
 
 DEFAULT_TASKS = 256  # processes and threads of one hand-in (a kernel with torch uses ~30)
 PREFIX = "course-grade-"
+LEAF = f"{PREFIX}leaf"  # cgroup v2: where the grader's own group's processes move (see above)
+STALE = re.compile(rf"{re.escape(PREFIX)}(?:probe-)?(\d+)-")  # a group made by grader PID
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,7 @@ class Limiter:
 
     kind: str = ""
     roots: tuple[str, ...] = ()
+    why: str = ""  # for none, or a way that was refused: what a probe found, in one line
 
     def describe(self) -> str:
         return self.kind or "none"
@@ -54,11 +67,32 @@ class Group:
 
 @functools.cache
 def find_limiter() -> Limiter:
-    """The limiter this machine offers (systemd-run, cgroup v2, cgroup v1), or none."""
+    """The limiter this machine offers (systemd-run, cgroup v2, cgroup v1), or none; a way
+    that ran but could not cap is named in ``why``."""
+    why = ""
     for probe in (_systemd, _cgroup_v2, _cgroup_v1):
-        if (found := probe()) is not None:
-            return found
-    return Limiter()
+        found = probe()
+        if found is not None and found.kind:
+            for root in found.roots:
+                remove_stale_groups(Path(root))
+            return Limiter(found.kind, found.roots, why)
+        why = why or (found.why if found is not None else "")
+    return Limiter(why=why)
+
+
+def remove_stale_groups(root: Path) -> None:
+    """Remove the groups in ``root`` that a grader made and did not remove (``kill -9``): its
+    process is gone. What is still in one is a dead grading's and is killed."""
+    for folder in root.glob(f"{PREFIX}*"):
+        match = STALE.match(folder.name)
+        if not match or not folder.is_dir():
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+        except ProcessLookupError:
+            remove_group(Group(folders=[str(folder)]))
+        except PermissionError:  # alive, someone else's
+            pass
 
 
 def make_group(limiter: Limiter, memory: int, tasks: int) -> Group:
@@ -124,23 +158,78 @@ class _quiet:
 # Probes
 
 
+PROBE_SECONDS = 60  # a scope starts in well under a second; an emulated VM takes longer
+
+
 def _systemd() -> Limiter | None:
-    """systemd-run, if a manager answers and starts a capped scope."""
+    """systemd-run, if a manager answers and starts a scope whose caps the kernel holds (a
+    user manager that was not delegated a controller accepts its cap and holds nothing)."""
     if not shutil.which("systemd-run"):
         return None
     kind = "systemd-run" if os.geteuid() == 0 else "systemd-run --user"
-    group = make_group(Limiter(kind), 2**30, 16)
+    memory, tasks = 2**30, 16
+    group = make_group(Limiter(kind), memory, tasks)
+    # the scope's shell says which groups it is in, then waits while they are read from here
+    script = "cat /proc/self/cgroup && echo . && read _"
     try:
-        done = subprocess.run([*group.prefix, "true"], capture_output=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        shell = subprocess.Popen([*group.prefix, "/bin/sh", "-c", script], text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)  # fmt: skip
+    except OSError:
         return None
-    return Limiter(kind) if done.returncode == 0 else None
+    timer = threading.Timer(PROBE_SECONDS, shell.kill)
+    timer.start()
+    try:
+        text = ""
+        while (line := shell.stdout.readline()) not in ("", ".\n"):  # "": it ended, no scope
+            text += line
+        started = line == ".\n"
+        shell.stdin.close()
+        shell.wait()
+    except OSError:
+        return None
+    finally:
+        timer.cancel()
+        shell.kill()
+    if not started:
+        return None  # no manager answered
+    found = caps_of(text)
+    missing = [c for c, cap in (("memory", memory), ("pids", tasks)) if found.get(c) != str(cap)]
+    if missing:
+        manager = "systemd's user manager" if "--user" in kind else "systemd"
+        controllers = f"{' and '.join(missing)} controller{'s' * (len(missing) > 1)}"
+        why = f"{kind} runs but cannot cap here ({manager} does not delegate the {controllers})"
+        return Limiter(why=why)
+    return Limiter(kind)
 
 
-def own_cgroups() -> dict[str, str]:
-    """controller (``memory``, ``pids``; ``""`` for v2) -> this process's cgroup path."""
+def caps_of(cgroup: str) -> dict[str, str]:
+    """``memory`` and ``pids`` -> the caps the kernel holds for the groups named in ``cgroup``
+    (a /proc/PID/cgroup text), as its files read; a missing file is left out."""
+    own = own_cgroups(cgroup)
+    if "" in own and "memory" not in own:  # cgroup v2 only
+        folder = _folder_of("cgroup2", "", own[""])
+        files = {"memory": folder / "memory.max", "pids": folder / "pids.max"} if folder else {}
+    else:
+        memory = _folder_of("cgroup", "memory", own.get("memory"))
+        pids = _folder_of("cgroup", "pids", own.get("pids"))
+        files = {"memory": memory / "memory.limit_in_bytes" if memory else None,
+                 "pids": pids / "pids.max" if pids else None}  # fmt: skip
     found = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
+    for name, file in files.items():
+        try:
+            found[name] = file.read_text().strip()
+        except (OSError, AttributeError):
+            pass
+    return found
+
+
+def own_cgroups(text: str | None = None) -> dict[str, str]:
+    """controller (``memory``, ``pids``; ``""`` for v2) -> this process's cgroup path (or
+    those of ``text``, another process's /proc/PID/cgroup)."""
+    found = {}
+    text = Path("/proc/self/cgroup").read_text() if text is None else text
+    for line in text.splitlines():
         _, controllers, path = line.split(":", 2)
         for name in controllers.split(",") if controllers else [""]:
             found[name] = path
@@ -149,10 +238,38 @@ def own_cgroups() -> dict[str, str]:
 
 def _cgroup_v2() -> Limiter | None:
     """cgroup v2, where this process's group lets it make children with memory and pids."""
-    parent = _folder_of("cgroup2", "", own_cgroups().get(""))
-    if parent is None:
+    own = own_cgroups()
+    if "memory" in own:  # hybrid: memory is a v1 controller here
+        return None
+    parent = _folder_of("cgroup2", "", own.get(""))
+    if parent is not None and parent.name == LEAF:  # moved there by an earlier grader
+        parent = parent.parent
+    if parent is None or not _hand_down(parent):
         return None
     return Limiter("cgroup v2", (str(parent),)) if _can_make_child(parent, v2=True) else None
+
+
+def _hand_down(parent: Path) -> bool:
+    """Whether ``parent`` hands memory and pids to its children, turning them on if it may.
+    A group with processes in it may not (EBUSY): they move to the leaf group ``LEAF`` first."""
+    control = parent / "cgroup.subtree_control"
+    try:
+        if {"memory", "pids"} <= set(control.read_text().split()):
+            return True
+        control.write_text("+memory +pids")
+        return True
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            return False
+    try:
+        (parent / LEAF).mkdir(exist_ok=True)
+        for pid in (parent / "cgroup.procs").read_text().split():
+            with _quiet():  # one that exited meanwhile
+                (parent / LEAF / "cgroup.procs").write_text(pid)
+        control.write_text("+memory +pids")
+    except OSError:
+        return False
+    return True
 
 
 def _cgroup_v1() -> Limiter | None:
@@ -183,12 +300,13 @@ def _folder_of(fstype: str, controller: str, path: str | None) -> Path | None:
 
 def _can_make_child(parent: Path, v2: bool) -> bool:
     """Whether a child group can be made (and removed) in ``parent``, with memory and pids on
-    for it (v2: listed in, or added to, the parent's ``cgroup.subtree_control``)."""
+    for it (v2: listed in the parent's ``cgroup.subtree_control``)."""
     if v2:
-        control = parent / "cgroup.subtree_control"
         try:
-            if not {"memory", "pids"} <= set(control.read_text().split()):
-                control.write_text("+memory +pids")
+            if not {"memory", "pids"} <= set(
+                (parent / "cgroup.subtree_control").read_text().split()
+            ):
+                return False
         except OSError:
             return False
     probe = parent / f"{PREFIX}probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"

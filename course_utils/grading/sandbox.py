@@ -89,8 +89,8 @@ class Sandbox:
         if self.user:
             each += f", {self.tasks} processes of {self.user} (RLIMIT_NPROC)"
         if not self.limiter.kind:
-            return (f"limits: {each} only: no systemd-run or writable cgroup here, so a "
-                    "hand-in's processes together are not capped")  # fmt: skip
+            why = self.limiter.why or "no systemd-run or writable cgroup here"
+            return f"limits: {each} only: {why}, so a hand-in's processes together are not capped"
         total = f"{format_memory(self.memory)} of memory and {self.tasks} tasks per hand-in"
         return f"limits: {each}; {total} ({self.limiter.describe()})"
 

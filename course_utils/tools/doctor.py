@@ -145,13 +145,11 @@ def limiter_line() -> str:
         return f"limiter: none on {sys.platform} (cgroups are Linux only)"
     from ..grading.limiter import find_limiter
 
-    kind = find_limiter().kind
-    if kind:
-        return f"limiter: {kind}: each hand-in's processes share its memory and tasks caps"
-    return (
-        "limiter: none (no systemd-run scope, no writable cgroup): only per-process caps hold "
-        "for a hand-in"
-    )
+    found = find_limiter()
+    if found.kind:
+        return f"limiter: {found.kind}: each hand-in's processes share its memory and tasks caps"
+    why = found.why or "no systemd-run scope, no writable cgroup"
+    return f"limiter: none ({why}): only per-process caps hold for a hand-in"
 
 
 def user_namespaces_line() -> str:
