@@ -128,7 +128,7 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
     needed = settings.pop("memory_needed")  # measured: the solution's run plus a quarter
     assert 2**28 <= sandboxes.parse_memory(needed) <= 2**33, needed
     assert settings == {
-        "lab": "grading_fixture", "memory": "4G", "sandbox": True, "timeout": 20,
+        "lab": "grading_fixture", "memory": 4 * 2**30, "sandbox": True, "timeout": 20,
         "total_timeout": 420, "forbid_reference": True,
     }  # fmt: skip
     with zipfile.ZipFile(bundle) as z:

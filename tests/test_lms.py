@@ -240,7 +240,7 @@ def test_the_gradebook_adds_its_columns_only_when_something_changed_a_total(tmp_
     assert table[1][-1] == "1 day late; Exercise 2: the stack: +2 (regrade)"
     out = tmp_path / "gradebook.csv"
     gradebook.write_gradebook(rows, LAB, out)
-    kept = grading.merged([], out)  # read back: the scores as graded, nothing added twice
+    kept = grading.merged([], out, LAB)  # read back: the scores as graded, nothing added twice
     assert [(r.student, r.scores, r.adjustments) for r in kept][0] == (
         "12345", {"ex1": 4.0, "ex2": 3.0}, []
     )  # fmt: skip

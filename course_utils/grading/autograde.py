@@ -33,6 +33,7 @@ from ..engine.io import atomic_write_text
 from ..lessons import recording
 from . import outcomes
 from . import sandbox as sandboxes
+from .cells import parse_cell
 from .forbidden import forbidden_uses
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
 from .limiter import Group
@@ -357,10 +358,8 @@ def answer_digests(nb, release) -> dict[str, str]:
     import hashlib
 
     def digest(source: str) -> str:
-        try:
-            text = ast.dump(ast.parse(source))
-        except SyntaxError:
-            text = " ".join(source.split())
+        tree = parse_cell(source)
+        text = ast.dump(tree) if tree else " ".join(source.split())
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     stubs = {c.metadata.get("nbgrader", {}).get("grade_id"): digest(c.source)
@@ -735,9 +734,8 @@ def exercise_numbers(release) -> dict[str, tuple[str, set]]:
         if cell.cell_type == "code" and meta.get("solution"):
             mark = EXERCISE.search(cell.source)
             number = mark.group(1) if mark else number
-            try:
-                tree = ast.parse(cell.source)
-            except SyntaxError:
+            tree = parse_cell(cell.source)
+            if tree is None:
                 continue
             defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
             stubs |= {n.name for n in ast.walk(tree) if isinstance(n, defined)}
@@ -783,10 +781,8 @@ def visible_names(source: str) -> set[str]:
     """The names the handed-out test cell reads (what a stub's note may name)."""
     import ast
 
-    try:
-        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
-    except SyntaxError:
-        return set()
+    tree = parse_cell(source)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} if tree else set()
 
 
 def output_text(cell) -> str:

@@ -22,6 +22,8 @@ import ast
 import functools
 import importlib
 
+from .cells import parse_cell
+
 META_KEY = "course_utils"
 FIELDS = ("forbidden", "reference")  # the second: solutions written before the rename
 ROOTS = ("torch", "course_utils")  # the only modules a name is resolved in
@@ -61,20 +63,13 @@ def forbidden_uses(nb, forbidden: dict[str, list[str]]) -> dict[str, list[str]]:
     return {answer: found for answer, found in uses.items() if found}
 
 
-def _parse(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except SyntaxError:  # not Python (a magic, a half-typed line): nothing to read
-        return None
-
-
 def notebook_names(sources: list[str]) -> dict[str, str]:
     """Every name the notebook's cells bind to a dotted path by an import or a top-level alias
     (``F = torch.nn.functional``); ``"*"`` entries list the modules star-imported."""
     names: dict[str, str] = {}
     stars = []
     for source in sources:
-        for node in getattr(_parse(source), "body", []):
+        for node in getattr(parse_cell(source), "body", []):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     names[alias.asname or alias.name.split(".")[0]] = (
@@ -114,7 +109,7 @@ def dotted(node: ast.expr, names: dict[str, str]) -> str:
 def reached(source: str, forbidden: list[str], names: dict[str, str]) -> list[str]:
     """The forbidden names that the code of ``source`` (an answer cell) reaches when its test
     runs: what its functions and classes hold, and what it binds a name to."""
-    tree = _parse(source)
+    tree = parse_cell(source)
     if tree is None:
         return []
     own = _own_names(tree, names)

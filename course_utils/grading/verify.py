@@ -27,6 +27,7 @@ import io
 from typing import NamedTuple
 
 from ..lessons import checks, recording
+from .cells import parse_cell
 
 # The check functions, and the position of the argument that holds the expected value.
 EXPECTED_ARG = {"check_value": 2, "check_tensor": 2, "check_type": None, "check_true": None}
@@ -39,7 +40,7 @@ def check_aliases(sources: list[str]) -> dict[str, str]:
     .check_value``, ``from ... import check_value as cv``), mapped to the function's name."""
     aliases = {name: name for name in EXPECTED_ARG}
     for source in sources:
-        for node in ast.walk(_parse(source) or ast.Module(body=[], type_ignores=[])):
+        for node in ast.walk(parse_cell(source) or ast.Module(body=[], type_ignores=[])):
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if alias.name in EXPECTED_ARG:
@@ -49,13 +50,6 @@ def check_aliases(sources: list[str]) -> dict[str, str]:
                 if isinstance(target, ast.Name) and function:
                     aliases[target.id] = function
     return aliases
-
-
-def _parse(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except SyntaxError:  # IPython magics: such a cell is run as it is
-        return None
 
 
 def _called_check(func: ast.expr, aliases: dict[str, str]) -> str | None:
@@ -69,7 +63,7 @@ def _called_check(func: ast.expr, aliases: dict[str, str]) -> str | None:
 
 def strip_expected(source: str, aliases: dict[str, str]) -> str:
     """``source`` with the expected-value argument of every check call replaced by ``...``."""
-    tree = _parse(source)
+    tree = parse_cell(source)
     if tree is None:
         return source
     spans = []
