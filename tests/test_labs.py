@@ -14,6 +14,7 @@ import pytest
 from grading_helpers import require_sandbox
 
 from course_utils.grading import command as grading
+from course_utils.grading.cells import parse_cell
 from course_utils.grading.forbidden import exercise_forbidden, forbidden_uses
 from course_utils.tools.labs import LABS, RUN_ALL_TAG, SOLUTIONS, check_all, render_lab
 
@@ -223,7 +224,9 @@ def _answer_names(nb) -> set[str]:
             cell.get("metadata", {}).get("nbgrader", {}).get("solution")
             and cell.cell_type == "code"
         ):
-            names |= _module_bindings(ast.parse(cell.source).body)
+            names |= _module_bindings(
+                (parse_cell(cell.source) or ast.Module(body=[], type_ignores=[])).body
+            )
     return names
 
 
@@ -273,6 +276,12 @@ def _resolves(name: str, setup_names: set[str]) -> bool:
     return False
 
 
+def _cell_body(source: str) -> list:
+    """A code cell's statements as the grader reads them (magics turned into Python)."""
+    tree = parse_cell(source)
+    return tree.body if tree else []
+
+
 @pytest.mark.parametrize("solution", SOLVED, ids=[p.name for p in SOLVED])
 def test_each_forbidden_name_exists_and_the_solution_does_not_use_it(solution):
     nb = nbformat.read(solution, as_version=4)
@@ -280,7 +289,9 @@ def test_each_forbidden_name_exists_and_the_solution_does_not_use_it(solution):
     for cell in nb.cells:
         if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
             if not cell.metadata.get("nbgrader", {}).get("solution"):
-                setup |= _module_bindings(ast.parse(cell.source).body)
+                setup |= _module_bindings(
+                    (parse_cell(cell.source) or ast.Module(body=[], type_ignores=[])).body
+                )
     forbidden = exercise_forbidden(nb)
     for answer, info in forbidden.items():
         assert info["test"] in {c.metadata.nbgrader["grade_id"] for c in _test_cells(nb)}
