@@ -51,9 +51,16 @@ def run_script(modes: tuple[str, ...]) -> str:
     """What the guest runs as root once it is up (its output lands in the results share):
     tests/vm_guest.py's ``modes`` as root, then as the user."""
     # the environment's own path (a checkout's .venv may be a link, which the sandbox lacks)
-    python = shlex.quote(str(shared()["venv"] / "bin" / "python"))
+    venv_python = shlex.quote(str(shared()["venv"] / "bin" / "python"))
     checkout = shlex.quote(str(CHECKOUT))
-    lines = ["set -x", "export HOME=/root PYTHONDONTWRITEBYTECODE=1"]
+
+    def python(mode: str) -> str:
+        """``held`` runs on Debian's python3 from the guest's disk (an emulated guest pages a
+        shared folder's files slowly, and the hog's cap makes it page them again and again);
+        ``class`` needs the checkout's environment (Jupyter, torch)."""
+        return "/usr/bin/python3" if mode == "held" else venv_python
+
+    lines = ["set -x", "export HOME=/root PYTHONDONTWRITEBYTECODE=1", "PS4='+ $(date +%T) '"]
     for tag, folder in shared().items():
         path = shlex.quote(str(folder))
         lines += [
@@ -62,20 +69,25 @@ def run_script(modes: tuple[str, ...]) -> str:
         ]
     lines += [
         "chmod 711 /root",
+        # every 15 s, what each process waits on and the hand-ins' groups' events (monitor.log)
+        "(while sleep 15; do date +%T; ps -eo pid,ppid,stat,wchan:24,rss,args --cols 120 "
+        "| grep -v ' \\['; find /sys/fs/cgroup -name memory.events \\( -path '*course-grade-*' "
+        "-o -path '*/run-*.scope/*' \\) -exec grep -H . {} +; done) "
+        "> /vmshare/monitor.log 2>&1 &",
         "cat /proc/self/cgroup; mount -t cgroup2; cat /sys/fs/cgroup/cgroup.subtree_control",
         "systemctl --version | head -1; uname -r",
         f"cd {checkout}",
         # root without a systemd manager to ask (as in a container): the cgroup v2 filesystem
         *(
             f"unshare -m sh -c 'mount --bind /bin/false /usr/bin/systemd-run && "
-            f"PYTHONPATH={checkout} exec {python} tests/vm_guest.py {mode}' "
+            f"PYTHONPATH={checkout} exec {python(mode)} tests/vm_guest.py {mode}' "
             f"> /vmshare/root-{mode}.json"
             for mode in modes
         ),
         # an ordinary user in a login session: systemd-run --user --scope
         *(
             f"su -l student -c 'cd {checkout} && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH={checkout} "
-            f"{python} tests/vm_guest.py {mode}' > /vmshare/user-{mode}.json"
+            f"{python(mode)} tests/vm_guest.py {mode}' > /vmshare/user-{mode}.json"
             for mode in modes
         ),
         "ls /sys/fs/cgroup/system.slice/course-vm.service",
@@ -213,7 +225,10 @@ def test_the_hog_is_held_to_its_cap_and_the_guest_keeps_its_memory(guest, name):
             full = {"ex1_test": 2.0, "ex2_test": 1.0, "ex3_test": 3.0}
             assert rows["honest"]["points"] == full, rows
         else:
-            assert "-9" in report["hog"]["stdout"], report["hog"]  # the cap killed some
+            # the kernel killed some of the four at the cap, or (systemd before 253, as in
+            # Debian 12) systemd stopped the hand-in's whole scope at the first one killed
+            hog = report["hog"]
+            assert "-9" in hog["stdout"] or hog["code"] == -15, hog
 
 
 @pytest.mark.parametrize("name", ["root", "user"])

@@ -3,9 +3,10 @@
 ``held``: a memory hog (four 1.5 GiB processes) and a fork bomb (2,000) run as a hand-in's
 kernel runs, in the sandbox with its per-process caps and a group of its own from the limiter
 (2G and 256 tasks), without Jupyter or torch (cheap enough for an emulated guest): the
-grader's first line, the lowest memory available in the guest meanwhile, and how many
-processes the fork bomb held. ``class``: a small class graded by ``python -m course_utils
-grade`` (an honest hand-in beside the same two), and what ``doctor`` says (for a KVM guest)."""
+grader's first line, ``doctor``'s sandbox and limiter lines, the lowest memory available in
+the guest meanwhile, and how many processes the fork bomb held. ``class``: a small class graded
+by ``python -m course_utils grade`` (an honest hand-in beside the same two), and what ``doctor``
+says."""
 
 from __future__ import annotations
 
@@ -40,10 +41,16 @@ class Lowest(threading.Thread):
         self.memory, self.processes, self.stop = available(), 0, threading.Event()
 
     def run(self) -> None:
+        started = last = time.monotonic()
         while not self.stop.wait(0.05):
-            self.memory = min(self.memory, available())
+            now, free = time.monotonic(), available()
+            self.memory = min(self.memory, free)
             count = sum(name.isdigit() for name in (p.name for p in Path("/proc").iterdir()))
             self.processes = max(self.processes, count)
+            if now - last > 20:  # progress on stderr (the guest's log), for a slow emulated run
+                last = now
+                print(f"{now - started:6.0f} s: {free >> 20} MiB available, {count} processes",
+                      file=sys.stderr, flush=True)  # fmt: skip
 
 
 # what the hog and the fork bomb of tests/test_sandbox.py run, as programs of their own
@@ -61,10 +68,12 @@ FORK = (
 def held() -> dict:
     """The hog and the fork bomb, each in a sandbox and a group of its own, as a kernel."""
     from course_utils.grading import limiter, sandbox
+    from course_utils.tools import doctor
 
     box = sandbox.check_sandbox(sandbox.parse_memory(MEMORY), TASKS)
     report = {
         "first_line": f"each hand-in runs in a sandbox: {box.describe()}; {box.limits()}",
+        "doctor": [doctor.sandbox_line(), doctor.limiter_line()],
         "available_before": available(),
     }
     for name, program in (("hog", HOGS), ("forker", FORK)):
