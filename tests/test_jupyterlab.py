@@ -230,6 +230,19 @@ def test_opening_a_lab_leaves_it_unmarked_and_unchanged(course, browser, lab):
     assert ran["dirty"] and "jp-mod-dirty" in ran["tab"], "a run must still mark it unsaved"
 
 
+def test_a_lab_and_its_lesson_have_tabs_that_read_differently(course, browser):
+    """A lab and its lesson share a file name; the course's extension puts "lab" before it on the
+    lab's tab (JupyterLab shows a tab's first characters only), and renames nothing."""
+    dest, _url, _git = course
+    lab = LESSON.replace("notebooks/", "labs/")
+    for path in (LESSON, lab):
+        _open(browser, path)
+    shown = {path: browser.execute_script(TAB_TEXT, path) for path in (LESSON, lab)}
+    assert shown[LESSON] == "01_tokens_and_embeddings.ipynb", shown
+    assert shown[lab] == "lab 01_tokens_and_embeddings.ipynb", shown
+    assert (dest / lab).is_file() and not list(dest.glob("labs/lab *")), "a file was renamed"
+
+
 def test_run_all_on_an_untouched_lab_reaches_every_exercise(browser):
     nb = _open(browser, LAB, run_all=True)["nb"]
     checks = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
@@ -263,6 +276,15 @@ return panel ? panel.context.model.dirty : null;
 TAB_DIRTY = """
 const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
 return panel ? panel.title.className.includes('jp-mod-dirty') : null;
+"""
+# The text PATH's tab (arguments[0]) shows: its label with what CSS puts before it.
+TAB_TEXT = """
+const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
+const tab = Array.from(document.querySelectorAll('.lm-DockPanel-tabBar .lm-TabBar-tab')).find(
+  t => t.getAttribute('data-id') === panel.id);
+const label = tab.querySelector('.lm-TabBar-tabLabel');
+const before = getComputedStyle(label, '::before').content;
+return (before === 'none' || before === 'normal' ? '' : JSON.parse(before)) + label.textContent;
 """
 # Runs the first code cell of PATH's open notebook (arguments[0]); returns its outputs and whether
 # the notebook and its tab are marked unsaved then; closes it unsaved.
