@@ -209,4 +209,9 @@ def test_the_number_box_updates_as_typed_and_shows_what_it_did():
     assert (box.value, box.note.value) == (999, _read("12x", previous=999)[1])
     box.text.value = "12"
     assert (box.value, box.note.value) == (12, "")
+    box.text.value = "<b>12"
+    assert (
+        box.note.value
+        == "\u201c&lt;b&gt;12\u201d is not a whole number from 0 to 999: still showing 12"
+    )
     assert seen == [999, 12]

@@ -127,7 +127,7 @@ class NumberBox(widgets.HBox):
             value=str(value), description=description, continuous_update=True,
             layout={"width": "12em"},
         )  # fmt: skip
-        self.note = widgets.Label(value="")
+        self.note = widgets.HTML(value="", layout={"flex": "1 1 0"})  # wraps, where a Label cuts
         super().__init__([self.text, self.note])
         self.value, self.low, self.high, self.what = value, low, high, what
         self.text.observe(self._read, names="value")
@@ -137,9 +137,10 @@ class NumberBox(widgets.HBox):
         return self.text.description
 
     def _read(self, change) -> None:
-        self.value, self.note.value = read_whole_number(
+        self.value, note = read_whole_number(
             change["new"], self.value, self.low, self.high, self.what
         )
+        self.note.value = _text(note)  # the student's text, shown as typed
 
 
 @dataclass
