@@ -208,6 +208,41 @@ def test_opening_a_lesson_leaves_it_and_git_status_unchanged(course, browser):
     assert status.stdout == ""
 
 
+@pytest.mark.parametrize(
+    "lab", ["labs/01_tokens_and_embeddings.ipynb", "labs/04_torch_nn_internals.ipynb"]
+)
+def test_opening_a_lab_leaves_it_unmarked_and_unchanged(course, browser, lab):
+    """A lab is stored without the kernel's Python version (so a run on any Python leaves it
+    clean in git); JupyterLab writes the kernel's on open, which the course's extension keeps from
+    marking the tab unsaved (a plain JupyterLab marks it). Running its first cell, the hosted
+    install, prints nothing where the course is installed, and marks it as any run does."""
+    dest, _url, git = course
+    before = (dest / lab).read_bytes()
+    state = _open(browser, lab)
+    tab = browser.execute_script(TAB_DIRTY, lab)
+    assert not state["dirty"] and tab is False, _changes(json.loads(before), state["nb"])
+    assert (dest / lab).read_bytes() == before
+    status = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
+    ran = browser.execute_async_script(RUN_FIRST, lab)  # the hosted-install cell
+    assert "error" not in ran, ran["error"]
+    assert ran["source"].startswith("# Opened alone") and ran["outputs"] == [], ran  # a no-op here
+    assert ran["dirty"] and "jp-mod-dirty" in ran["tab"], "a run must still mark it unsaved"
+
+
+def test_a_lab_and_its_lesson_have_tabs_that_read_differently(course, browser):
+    """A lab and its lesson share a file name; the course's extension puts "lab" before it on the
+    lab's tab (JupyterLab shows a tab's first characters only), and renames nothing."""
+    dest, _url, _git = course
+    lab = LESSON.replace("notebooks/", "labs/")
+    for path in (LESSON, lab):
+        _open(browser, path)
+    shown = {path: browser.execute_script(TAB_TEXT, path) for path in (LESSON, lab)}
+    assert shown[LESSON] == "01_tokens_and_embeddings.ipynb", shown
+    assert shown[lab] == "lab 01_tokens_and_embeddings.ipynb", shown
+    assert (dest / lab).is_file() and not list(dest.glob("labs/lab *")), "a file was renamed"
+
+
 def test_run_all_on_an_untouched_lab_reaches_every_exercise(browser):
     nb = _open(browser, LAB, run_all=True)["nb"]
     checks = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
@@ -236,6 +271,40 @@ def test_a_lesson_run_saved_and_reopened_draws_its_widgets(course, browser):
 DIRTY = """
 const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
 return panel ? panel.context.model.dirty : null;
+"""
+# Whether PATH's tab (arguments[0]) carries JupyterLab's unsaved mark, as the student sees it.
+TAB_DIRTY = """
+const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
+return panel ? panel.title.className.includes('jp-mod-dirty') : null;
+"""
+# The text PATH's tab (arguments[0]) shows: its label with what CSS puts before it.
+TAB_TEXT = """
+const panel = window.jupyterapp.shell.widgets('main').find(w => w.context?.path === arguments[0]);
+const tab = Array.from(document.querySelectorAll('.lm-DockPanel-tabBar .lm-TabBar-tab')).find(
+  t => t.getAttribute('data-id') === panel.id);
+const label = tab.querySelector('.lm-TabBar-tabLabel');
+const before = getComputedStyle(label, '::before').content;
+return (before === 'none' || before === 'normal' ? '' : JSON.parse(before)) + label.textContent;
+"""
+# Runs the first code cell of PATH's open notebook (arguments[0]); returns its outputs and whether
+# the notebook and its tab are marked unsaved then; closes it unsaved.
+RUN_FIRST = """
+const [path, done] = arguments;
+(async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.widgets('main').find(w => w.context?.path === path);
+  app.shell.activateById(panel.id);
+  panel.content.activeCellIndex = 0;
+  while (panel.content.activeCell.model.type !== 'code') { panel.content.activeCellIndex += 1; }
+  const cell = panel.content.activeCell.model;
+  await app.commands.execute('notebook:run-cell');
+  while (cell.executionCount === null) { await new Promise(ok => setTimeout(ok, 200)); }
+  await new Promise(ok => setTimeout(ok, 1500));
+  const ran = {dirty: panel.context.model.dirty, tab: panel.title.className,
+               outputs: cell.outputs.toJSON(), source: cell.sharedModel.getSource().slice(0, 80)};
+  panel.dispose();  // closed unsaved, as the student leaves it: no dialog for a later test
+  done(ran);
+})().catch(e => done({error: String(e)}));
 """
 # A real edit of PATH's open notebook (arguments[0]): a space added to its first cell; then
 # whether it is marked unsaved.

@@ -307,6 +307,24 @@ def test_the_default_build_launches_each_notebook_from_the_pyproject_repository(
         assert f"mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/{notebook}" in text, path
 
 
+def test_a_site_built_with_the_placeholder_repository_says_so(tmp_path):
+    """pyproject.toml ships a placeholder Repository: a site built with it gets launch links
+    that lead nowhere, so the build says so; the maintainers' guide says to set it."""
+    placeholder = site.PLACEHOLDER_REPOSITORY
+    assert placeholder in (ROOT / "docs" / "maintainers.md").read_text(encoding="utf-8")
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(f'[project]\nname = "x"\n[project.urls]\nRepository = "{placeholder}"\n')
+    note = site.placeholder_note(tmp_path, environ={})
+    assert note and note.startswith(
+        f"the launch links (Colab, Binder, JupyterHub) point at {placeholder}"
+    )
+    assert site.placeholder_note(tmp_path, {"COURSE_REPOSITORY": f"{placeholder}/"}) == note
+    for elsewhere in ("https://github.com/you/gpt-course", "none"):
+        assert site.placeholder_note(tmp_path, {"COURSE_REPOSITORY": elsewhere}) is None
+    pyproject.write_text(pyproject.read_text().replace(placeholder, "https://github.com/you/x"))
+    assert site.placeholder_note(tmp_path, environ={}) is None
+
+
 def _mini_source(tmp_path: Path, index: str) -> Path:
     """A one-page source tree with the site's own settings, for fast builds."""
     _need_builder()

@@ -5,7 +5,14 @@ from html.parser import HTMLParser
 
 import ipywidgets as widgets
 
-from course_utils.lessons.widgets import QUIZ_DIR, Question, Quiz, _Controls
+from course_utils.lessons.widgets import (
+    QUIZ_DIR,
+    NumberBox,
+    Question,
+    Quiz,
+    _Controls,
+    read_whole_number,
+)
 
 QUESTIONS = [
     Question(
@@ -150,3 +157,61 @@ def test_a_lessons_quiz_shows_the_reason_for_a_wrong_pick():
     wrong = next(o for i, o in enumerate(question.options) if i != question.answer)
     choice.value = wrong
     assert question.why_wrong[wrong] in feedback.value and feedback.value.startswith("\u274c")
+
+
+TRAINED = "number this model was trained to add"
+
+
+def _read(text: str, previous: int = 137) -> tuple[int, str]:
+    return read_whole_number(text, previous, 0, 999, TRAINED)
+
+
+def test_a_number_in_range_is_taken_as_typed_and_says_nothing():
+    assert _read("864") == (864, "")
+    assert _read(" 0 ") == (0, "")
+    assert _read("999") == (999, "")
+    assert _read("007") == (7, "")
+
+
+def test_a_number_out_of_range_is_clamped_and_says_so():
+    assert _read("1234") == (
+        999,
+        "1234 is more than 999, the largest number this model was trained to add: showing 999",
+    )
+    assert _read("1000")[0] == 999
+    assert _read("-5") == (
+        0,
+        "-5 is less than 0, the smallest number this model was trained to add: showing 0",
+    )
+    assert _read("-1")[0] == 0
+
+
+def test_text_that_is_no_whole_number_keeps_the_number_shown_and_says_so():
+    assert _read("12.5") == (
+        137,
+        "\u201c12.5\u201d is not a whole number from 0 to 999: still showing 137",
+    )
+    assert _read("abc", previous=42)[0] == 42
+    assert _read("1_000")[0] == 137  # Python's int() would take it; a student means no number
+    assert _read("") == (137, "type a whole number from 0 to 999: still showing 137")
+    long = _read("9" * 40)[1]
+    assert long.startswith("9" * 19 + "\u2026 is more than 999") and len(long) <= 100
+
+
+def test_the_number_box_updates_as_typed_and_shows_what_it_did():
+    box = NumberBox(137, 0, 999, TRAINED, description="a")
+    seen = []
+    box.observe(lambda change: seen.append(change["new"]), names="value")
+    assert box.text.continuous_update and box.description == "a"
+    box.text.value = "1234"
+    assert (box.value, box.note.value) == (999, _read("1234")[1])
+    box.text.value = "12x"
+    assert (box.value, box.note.value) == (999, _read("12x", previous=999)[1])
+    box.text.value = "12"
+    assert (box.value, box.note.value) == (12, "")
+    box.text.value = "<b>12"
+    assert (
+        box.note.value
+        == "\u201c&lt;b&gt;12\u201d is not a whole number from 0 to 999: still showing 12"
+    )
+    assert seen == [999, 12]

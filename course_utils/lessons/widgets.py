@@ -2,10 +2,12 @@
 
 ``live`` shows controls and a rendered result and re-renders in place when a control moves; the
 first render is an ordinary display, so a headless run records the same output as a live one.
-``show`` displays a static figure the same way. ``Quiz`` reveals feedback per answer without
-writing any cell output. Both ``live`` and ``Quiz`` carry a static ``text/html`` fallback beside
-the widget view, for pages drawn without a kernel or widget state (the course website): the
-controls' first values, and the questions with each answer behind a "show answer" disclosure.
+``show`` displays a static figure the same way. ``NumberBox`` takes a whole number as the
+student types it and says, beside it, what it did with input it could not take as typed.
+``Quiz`` reveals feedback per answer without writing any cell output. Both ``live`` and ``Quiz``
+carry a static ``text/html`` fallback beside the widget view, for pages drawn without a kernel or
+widget state (the course website): the controls' first values, and the questions with each answer
+behind a "show answer" disclosure.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import html
 import io
 import json
 import random
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipywidgets as widgets
+import traitlets
 from IPython.display import HTML, Image, display
 from matplotlib.figure import Figure
 
@@ -86,6 +90,57 @@ def live(render, **controls: widgets.ValueWidget) -> dict:
     for control in controls.values():
         control.observe(on_change, names="value")
     return controls
+
+
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
+def read_whole_number(text: str, previous: int, low: int, high: int, what: str) -> tuple[int, str]:
+    """The number a box shows for the typed ``text``, and one line saying what was done with it
+    (empty when it is taken as typed): a number outside ``[low, high]`` is clamped, anything else
+    keeps ``previous``. ``what`` names the limits, e.g. "number this model was trained to add"."""
+    typed = text.strip()
+    shown = typed if len(typed) <= 20 else typed[:19] + "…"
+    if not typed:
+        return previous, f"type a whole number from {low} to {high}: still showing {previous}"
+    if not WHOLE_NUMBER.fullmatch(typed):
+        return previous, (
+            f"“{shown}” is not a whole number from {low} to {high}: still showing {previous}"
+        )
+    number = int(typed)
+    if number > high:
+        return high, f"{shown} is more than {high}, the largest {what}: showing {high}"
+    if number < low:
+        return low, f"{shown} is less than {low}, the smallest {what}: showing {low}"
+    return number, ""
+
+
+class NumberBox(widgets.HBox):
+    """A text box for a whole number in ``[low, high]`` that updates as the student types, with a
+    line beside it saying what it did with input it could not take as typed (see
+    :func:`read_whole_number`); ``value`` is the number shown, what :func:`live` reads."""
+
+    value = traitlets.Int()
+
+    def __init__(self, value: int, low: int, high: int, what: str, description: str = "") -> None:
+        self.text = widgets.Text(
+            value=str(value), description=description, continuous_update=True,
+            layout={"width": "12em"},
+        )  # fmt: skip
+        self.note = widgets.HTML(value="", layout={"flex": "1 1 0"})  # wraps, where a Label cuts
+        super().__init__([self.text, self.note])
+        self.value, self.low, self.high, self.what = value, low, high, what
+        self.text.observe(self._read, names="value")
+
+    @property
+    def description(self) -> str:
+        return self.text.description
+
+    def _read(self, change) -> None:
+        self.value, note = read_whole_number(
+            change["new"], self.value, self.low, self.high, self.what
+        )
+        self.note.value = _text(note)  # the student's text, shown as typed
 
 
 @dataclass

@@ -25,8 +25,9 @@ DEFAULT_DIR = Path("gpt-course")
 # notebook, so a lesson saved after a run draws its widgets when reopened (JupyterLab's own
 # default drops it: "model not found"). A student's own settings still take precedence.
 SETTINGS_DIR = Path(__file__).resolve().parent / "jupyterlab_settings"
-# The course's one JupyterLab extension (plain JavaScript, no build step): restoring that saved
-# widget state when a lesson opens no longer marks it unsaved; a real edit still does.
+# The course's JupyterLab extensions (plain JavaScript, no build step): restoring that saved
+# widget state when a lesson opens no longer marks it unsaved (a real edit still does), and a
+# lab's tab starts with "lab", as a lab has its lesson's file name.
 EXTENSIONS_DIR = Path(__file__).resolve().parent / "jupyterlab_extensions"
 EXAMPLE = "gpt-course open ~/gpt-course"
 
@@ -63,7 +64,7 @@ def copy_course(dest: Path, source: Path | None = None) -> tuple[list[Path], lis
 
 def lab_command(dest: Path, browser: bool = True) -> list[str]:
     """JupyterLab serving the whole of ``dest`` (lessons and labs) with the course's settings
-    and extension, opened at lesson 01: the browser it opens (the file argument) and both URLs it
+    and extensions, opened at lesson 01: the browser it opens (the file argument) and both URLs it
     prints (which a student copies where no browser opened) go to lesson 01, not the Launcher
     (its ``default_url``, which the printed URLs and ``/`` take); as root (a container) it needs
     ``--allow-root``."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,28 @@ NOTEBOOK_FOLDERS = ("notebooks", "labs")  # read from git's HEAD
 PAGES = ("LICENSE", "ARCHITECTURE.md")  # beside docs/, from the working tree
 REPUBLISH = "republish it to save its widget state"
 NAVIGATION = "docs/navigation.md"  # the site's menus, appended to the README on the home page
+
+
+# The repository URL pyproject.toml ships with: a placeholder naming no real repository. Launch
+# links built from it lead nowhere, so a site built with it says so (docs/maintainers.md).
+PLACEHOLDER_REPOSITORY = "https://github.com/gpt-course/gpt-course"
+
+
+def placeholder_note(root: Path = ROOT, environ=os.environ) -> str | None:
+    """A note when the site's launch links would come from the placeholder repository URL: the
+    one docs/conf.py takes (``COURSE_REPOSITORY``, else pyproject.toml's Repository)."""
+    pyproject = root / "pyproject.toml"
+    urls = {}
+    if pyproject.is_file():
+        urls = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"].get("urls", {})
+    repository = environ.get("COURSE_REPOSITORY", urls.get("Repository", ""))
+    if repository.strip().rstrip("/") != PLACEHOLDER_REPOSITORY:
+        return None
+    return (
+        f"the launch links (Colab, Binder, JupyterHub) point at {PLACEHOLDER_REPOSITORY}, the "
+        "placeholder in pyproject.toml's [project.urls] Repository: set it to the course's real "
+        "repository before publishing the site (docs/maintainers.md, The website)"
+    )
 
 
 class SiteError(RuntimeError):
@@ -291,7 +315,7 @@ def build(out: Path, root: Path = ROOT) -> tuple[float, list[str]]:
     _refuse_to_replace(out)
     with tempfile.TemporaryDirectory(prefix="course-site-") as tmp:
         src, html = Path(tmp) / "src", Path(tmp) / "build" / "html"  # myst-nb writes beside it
-        notes = stage(src, root)
+        notes = [note for note in [placeholder_note(root)] if note] + stage(src, root)
         sphinx_build(src, html, Path(tmp) / "doctrees")
         make_accessible(html)
         atomic_folder(out, lambda folder: shutil.copytree(html, folder, dirs_exist_ok=True))
