@@ -345,7 +345,7 @@ SETTINGS = {"lab": FIXTURE.stem, "timeout": 20, "total_timeout": 420, "memory": 
 
 def no_sandbox_at_all(monkeypatch):
     """Neither bwrap nor the unprivileged user works here, and grading must not start."""
-    from course_utils.grading import command
+    from course_utils.grading import orchestrate
     from course_utils.grading import sandbox as sandboxes
 
     def refuse(reason):
@@ -356,7 +356,8 @@ def no_sandbox_at_all(monkeypatch):
 
     monkeypatch.setattr(sandboxes, "check_sandbox", refuse("no user namespaces"))
     monkeypatch.setattr(sandboxes, "check_unprivileged", refuse("the grader is not root"))
-    monkeypatch.setattr(command, "grade", lambda *a, **k: pytest.fail("a hand-in ran unsandboxed"))
+    unsandboxed = lambda *a, **k: pytest.fail("a hand-in ran unsandboxed")  # noqa: E731
+    monkeypatch.setattr(orchestrate, "grade", unsandboxed)
 
 
 def test_without_bwrap_or_an_unprivileged_user_every_submission_scores_0_never_bare(

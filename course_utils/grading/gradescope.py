@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the bundle, or with ``--run-in`` grade inside Gradescope."""
-    from .command import UsageError, resolve_lab
+    from .command import resolve_lab
+    from .settings import UsageError
 
     if args.run_in:
         return run_in(args.run_in)
@@ -167,7 +168,7 @@ MEMORY_STEP = 256 * 2**20  # the memory needed is rounded up to this
 def memory_needed(solution: Path) -> str:
     """What the autograder needs: the solution's run (the grader, its worker and the kernel
     together), measured here, plus a quarter, rounded up to MEMORY_STEP, like ``1536M``."""
-    from .command import PEAK, measure_solution
+    from .orchestrate import PEAK, measure_solution
 
     print(f"gradescope: running {solution.name} once to measure the memory it needs", flush=True)
     peak = measure_solution(solution)[PEAK]
@@ -251,7 +252,8 @@ def build(solution: Path, out: Path, settings: dict) -> None:
 
 def run_in(root: Path) -> int:
     """Grade ``root/submission`` with the bundle in ``root/source``; write results.json."""
-    from .command import Settings, UsageError, grade
+    from .orchestrate import grade
+    from .settings import Settings, UsageError
 
     results_file = root / "results" / "results.json"
     try:
@@ -275,7 +277,7 @@ def run_in(root: Path) -> int:
 
 def read_settings(path: Path) -> dict:
     """The bundle's settings.json, or a UsageError saying it is missing or damaged."""
-    from .command import UsageError
+    from .settings import UsageError
 
     fix = f"build the bundle again ({EXAMPLE}) and upload it"
     try:
