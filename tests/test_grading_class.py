@@ -392,7 +392,7 @@ def test_the_per_cell_timeout_is_derived_from_the_solutions_slowest_cell(monkeyp
     lines = []
     for slowest, timeout in ((4.21, 43), (0.5, 30), (0.0, 30)):
         monkeypatch.setattr(
-            grading, "reference_records", lambda *a, s=slowest: {orchestrate.SLOWEST: s}
+            orchestrate, "reference_records", lambda *a, s=slowest: {orchestrate.SLOWEST: s}
         )
         settings, _ = orchestrate.derive_timeout(None, FIXTURE, Settings(), None, tmp_path,
                                              lines.append)  # fmt: skip
