@@ -278,7 +278,7 @@ def test_an_answer_that_uses_a_forbidden_callable_scores_0_by_default(run):
     )
 
 
-def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
+def test_a_forbidden_call_scores_such_an_exercise_0_and_says_so():
     forbidden = {"ex3_answer": {"forbidden": ["torch.nn.functional.one_hot"], "test": "ex3_test"}}
     lab_ = gradebook.Lab(LAB, Path("db"), Path("release"), TESTS, forbidden=forbidden)
     uses = {"ex3_answer": ["torch.nn.functional.one_hot"]}
@@ -296,12 +296,9 @@ def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
     assert row.feedback["ex3_test"]["message"] == f"\u274c {note}: this exercise scores 0"
     parser = grading.configure(argparse.ArgumentParser())
     common = [LAB, str(FIXTURE.parent), "--out", "g.csv", "--no-sandbox"]
-    assert grading.settings_from(parser.parse_args(common)).forbid_reference  # the default
-    assert grading.settings_from(
-        parser.parse_args([*common, "--forbid-reference"])
-    ).forbid_reference
-    allow = parser.parse_args([*common, "--allow-reference"])
-    assert not grading.settings_from(allow).forbid_reference
+    assert grading.settings_from(parser.parse_args(common)).forbid_calls  # the default
+    allow = parser.parse_args([*common, "--allow-forbidden"])
+    assert not grading.settings_from(allow).forbid_calls  # old names: test_grading_settings
 
 
 def test_a_notebook_of_another_lab_is_reported(run):

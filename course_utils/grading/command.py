@@ -28,9 +28,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from . import limiter
 from . import sandbox as sandboxes
 from .adjustments import AdjustmentError, refuse_hand_edits, remember_written
 from .course_rules import (
@@ -54,7 +54,7 @@ from .gradebook import (
 )
 from .orchestrate import grade, merged
 from .roster import ATTENTION, RosterError, closing_block, read_roster
-from .settings import DEFAULT_TOTAL_TIMEOUT, MIN_TIMEOUT, TIMEOUT_FACTOR, Settings, UsageError
+from .settings import GRADE, Settings, UsageError, add_options, values_of
 from .submissions import find_submissions
 
 EXAMPLE = "python -m course_utils grade 01_tokens_and_embeddings subs/ --out gradebook.csv"
@@ -112,42 +112,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "closing block)",
     )  # fmt: skip
     add_arguments(parser)  # --due, --late-penalty, --late-cap, --adjustments, --format
-    parser.add_argument(
-        "--timeout", type=int, default=None,
-        help=f"seconds one cell may run before it is interrupted (default: {TIMEOUT_FACTOR}x "
-        f"the solution's slowest cell, at least {MIN_TIMEOUT})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--total-timeout", type=int, default=DEFAULT_TOTAL_TIMEOUT,
-        help=f"seconds one submission may take in all (default {DEFAULT_TOTAL_TIMEOUT})",
-    )  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1, help="hand-ins graded at once (default 1)")
-    parser.add_argument(
-        "--memory", help="memory cap per sandboxed process and per hand-in in all, like 4G "
-        "(default: 80%% of this machine's memory split between the jobs)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tasks", type=int, default=limiter.DEFAULT_TASKS,
-        help=f"processes and threads per hand-in in all (default {limiter.DEFAULT_TASKS})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--no-sandbox", action="store_true",
-        help="grade without bubblewrap: the hand-ins' code runs as you, with your files in reach",
-    )  # fmt: skip
+    add_options(parser, GRADE)  # the grader's settings (:mod:`.settings`)
     parser.add_argument(
         "--cache", type=Path, help="folder for per-hand-in results (default: OUT's name with "
         ".cache, next to it); a re-run grades only what is not in it",
     )  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
-    parser.add_argument(
-        "--allow-reference", dest="forbid_reference", action="store_false",
-        help="only report an answer that calls what its exercise asks the student to write "
-        "(the solution's metadata names it); by default that exercise scores 0",
-    )  # fmt: skip
-    parser.add_argument(  # the default since issue 35; kept so that old commands still work
-        "--forbid-reference", dest="forbid_reference", action="store_true",
-        help=argparse.SUPPRESS,
-    )  # fmt: skip
     parser.set_defaults(func=run)
     return parser
 
@@ -180,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             solution,
             args.submissions,
             settings=settings,
-            jobs=args.jobs,
+            jobs=settings.jobs,
             cache=cache,
             skip=skip,
             roster=roster,
@@ -230,22 +200,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
             f"submissions folder {args.submissions} does not exist; collect the notebooks "
             "into one folder as <student>.ipynb or <student>/<lab>.ipynb"
         )
-    if min(args.timeout or 1, args.total_timeout, args.jobs, args.tasks) < 1:
-        raise UsageError("--timeout, --total-timeout, --jobs and --tasks must be positive")
-    try:
-        memory = sandboxes.parse_memory(args.memory) if args.memory else None
-    except ValueError as exc:
-        raise UsageError(f"--memory: {exc}") from None
+    settings = Settings.given(GRADE, values_of(args, GRADE))  # checked: a UsageError
     box = None
-    if not args.no_sandbox:
+    if settings.sandboxed:
         try:
-            memory = memory or sandboxes.default_memory(args.jobs)
-            box = sandboxes.check_sandbox(memory, args.tasks)
+            memory = settings.memory or sandboxes.default_memory(settings.jobs)
+            box = sandboxes.check_sandbox(memory, settings.tasks)
         except sandboxes.SandboxUnavailable as exc:
             raise UsageError(str(exc)) from None
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    forbid = args.forbid_reference
-    return Settings(args.timeout, args.total_timeout, box, threads, forbid_reference=forbid)
+    threads = max(1, (os.cpu_count() or 1) // settings.jobs)
+    return replace(settings, sandbox=box, threads=threads)
 
 
 def sandbox_line(box: sandboxes.Sandbox | None) -> str:

@@ -201,7 +201,7 @@ def _grade_all(lab, solution, todo, settings, jobs, store, tmp, log, done=None) 
             for future in as_completed(futures):
                 result, records, uses = future.result()
                 result = verified(result, records, reference.result(), lab)
-                result = with_forbidden(result, uses, lab, settings.forbid_reference)
+                result = with_forbidden(result, uses, lab, settings.forbid_calls)
                 result = with_limits(result, settings)
                 result.points = dict(lab.tests)
                 if store and futures[future].path:
@@ -261,15 +261,10 @@ def _progress_line(result: Result, lab: Lab) -> str:
 
 
 def _job(lab: Lab, workdir: Path, settings: Settings, **fields) -> dict:
-    box = settings.sandbox
-    sandbox = None
-    if box:
-        sandbox = {"bwrap": box.bwrap, "memory": box.memory, "tasks": box.tasks, "user": box.user}
     forbidden = {answer: info["forbidden"] for answer, info in lab.forbidden.items()}
     return {"lab": lab.name, "db": str(lab.db), "release": str(lab.release),
-            "workdir": str(workdir), "timeout": settings.timeout, "sandbox": sandbox,
-            "threads": settings.threads, "forbidden": forbidden, "hidden": lab.hidden,
-            **fields}  # fmt: skip
+            "workdir": str(workdir), **settings.job(), "forbidden": forbidden,
+            "hidden": lab.hidden, **fields}  # fmt: skip
 
 
 def run_job(job: dict, workdir: Path, settings: Settings) -> tuple[dict | None, int | None, str]:

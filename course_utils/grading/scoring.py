@@ -44,7 +44,7 @@ def verified(result: Result, records: dict, reference: dict, lab: Lab) -> Result
 def with_forbidden(result: Result, uses: dict, lab: Lab, forbid: bool) -> Result:
     """The row with each exercise whose answer uses a forbidden callable named in its reason and
     in the exercise's feedback (the exercise and each callable by its full name); with
-    ``forbid`` (the default; ``--allow-reference`` turns it off) the exercise scores 0."""
+    ``forbid`` (the default; ``--allow-forbidden`` turns it off) the exercise scores 0."""
     if result.status != GRADED:
         return result
     notes = []
