@@ -356,8 +356,9 @@ def no_sandbox_at_all(monkeypatch):
 
     monkeypatch.setattr(sandboxes, "check_sandbox", refuse("no user namespaces"))
     monkeypatch.setattr(sandboxes, "check_unprivileged", refuse("the grader is not root"))
-    unsandboxed = lambda *a, **k: pytest.fail("a hand-in ran unsandboxed")  # noqa: E731
-    monkeypatch.setattr(orchestrate, "grade", unsandboxed)
+    monkeypatch.setattr(
+        orchestrate, "grade", lambda *a, **k: pytest.fail("a hand-in ran unsandboxed")
+    )
 
 
 def test_without_bwrap_or_an_unprivileged_user_every_submission_scores_0_never_bare(

@@ -372,8 +372,9 @@ def test_a_worker_past_the_total_limit_is_killed_with_everything_it_started(tmp_
 
 
 def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
-    killed = lambda target, args, workdir, limit, watch: None  # noqa: E731
-    monkeypatch.setattr(orchestrate, "run_with_limit", killed)
+    monkeypatch.setattr(
+        orchestrate, "run_with_limit", lambda target, args, workdir, limit, watch: None
+    )
     lab_ = gradebook.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
     sub = submissions.Submission("slow", tmp_path / "slow.ipynb")
     settings = Settings(timeout=TIMEOUT, total_timeout=60)
