@@ -77,14 +77,15 @@ def time_grading(
     solution: Path, subs: Path, jobs: int, sandbox: bool, cache: Path | None = None
 ) -> float:
     """Seconds to grade every hand-in in ``subs``, from scratch (or with ``cache``)."""
-    from course_utils.grading import command as grading
+    from course_utils.grading import orchestrate
     from course_utils.grading import sandbox as sandboxes
+    from course_utils.grading.settings import Settings
 
     box = sandboxes.check_sandbox(sandboxes.default_memory(jobs)) if sandbox else None
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    settings = grading.Settings(sandbox=box, threads=threads)
+    settings = Settings(sandbox=box, threads=threads)
     started = time.perf_counter()
-    results, _ = grading.grade(
+    results, _ = orchestrate.grade(
         solution, subs, settings=settings, jobs=jobs, cache=cache, log=lambda line: None
     )
     seconds = time.perf_counter() - started

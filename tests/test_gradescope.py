@@ -129,7 +129,7 @@ def test_the_bundle_holds_what_gradescope_runs_and_the_course(bundle):
     assert 2**28 <= sandboxes.parse_memory(needed) <= 2**33, needed
     assert settings == {
         "lab": "grading_fixture", "memory": 4 * 2**30, "sandbox": True, "timeout": 20,
-        "total_timeout": 420, "forbid_reference": True,
+        "total_timeout": 420, "forbid_calls": True, "tasks": 256, "host_bytes": 256 * 2**20,
     }  # fmt: skip
     with zipfile.ZipFile(bundle) as z:
         readme = z.read("README.md").decode()
@@ -345,7 +345,7 @@ SETTINGS = {"lab": FIXTURE.stem, "timeout": 20, "total_timeout": 420, "memory": 
 
 def no_sandbox_at_all(monkeypatch):
     """Neither bwrap nor the unprivileged user works here, and grading must not start."""
-    from course_utils.grading import command
+    from course_utils.grading import orchestrate
     from course_utils.grading import sandbox as sandboxes
 
     def refuse(reason):
@@ -356,7 +356,9 @@ def no_sandbox_at_all(monkeypatch):
 
     monkeypatch.setattr(sandboxes, "check_sandbox", refuse("no user namespaces"))
     monkeypatch.setattr(sandboxes, "check_unprivileged", refuse("the grader is not root"))
-    monkeypatch.setattr(command, "grade", lambda *a, **k: pytest.fail("a hand-in ran unsandboxed"))
+    monkeypatch.setattr(
+        orchestrate, "grade", lambda *a, **k: pytest.fail("a hand-in ran unsandboxed")
+    )
 
 
 def test_without_bwrap_or_an_unprivileged_user_every_submission_scores_0_never_bare(
@@ -402,7 +404,7 @@ def test_which_sandbox_says_how_hand_ins_would_run_or_that_they_cannot(monkeypat
 def test_a_timeout_of_0_is_refused_not_read_as_no_limit(tmp_path, capsys, option):
     out = tmp_path / "autograder.zip"
     assert gradescope.main([str(FIXTURE), "--out", str(out), option, "0"]) == 2
-    assert "--timeout and --total-timeout must be positive" in capsys.readouterr().err
+    assert f"{option}: 0 is not a positive whole number of seconds" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -433,8 +435,8 @@ def test_the_bundles_memory_cap_is_the_one_its_sandbox_gets(tmp_path, monkeypatc
         (None, "the bundle's settings.json cannot be read (No such file or directory)"),
         (b'{"lab": ', "the bundle's settings.json is damaged (Expecting value"),
         (b"[]", "the bundle's settings.json is damaged (it names no lab)"),
-        (json.dumps({**SETTINGS, "timeout": 0}).encode(), "is damaged (its timeout is not a"),
-        (json.dumps({**SETTINGS, "memory": "lots"}).encode(), "is damaged (cannot read 'lots'"),
+        (json.dumps({**SETTINGS, "timeout": 0}).encode(), "is damaged (its timeout: 0 is not a"),
+        (json.dumps({**SETTINGS, "memory": "lots"}).encode(), "its memory: cannot read 'lots'"),
     ],
 )
 def test_a_missing_or_damaged_settings_file_still_writes_results_json(

@@ -35,8 +35,9 @@ from grading_helpers import (
     solved,
 )
 
-from course_utils.grading import autograde, gradebook, submissions, workers
+from course_utils.grading import autograde, gradebook, orchestrate, scoring, submissions, workers
 from course_utils.grading import command as grading
+from course_utils.grading.settings import Settings
 
 # ---------------------------------------------------------------------------------------------
 # Building submissions
@@ -277,9 +278,9 @@ def test_an_answer_that_uses_a_forbidden_callable_scores_0_by_default(run):
     )
 
 
-def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
+def test_a_forbidden_call_scores_such_an_exercise_0_and_says_so():
     forbidden = {"ex3_answer": {"forbidden": ["torch.nn.functional.one_hot"], "test": "ex3_test"}}
-    lab_ = grading.Lab(LAB, Path("db"), Path("release"), TESTS, forbidden=forbidden)
+    lab_ = gradebook.Lab(LAB, Path("db"), Path("release"), TESTS, forbidden=forbidden)
     uses = {"ex3_answer": ["torch.nn.functional.one_hot"]}
     note = (
         "ex3_test: your answer uses torch.nn.functional.one_hot when its test runs; "
@@ -289,18 +290,15 @@ def test_forbid_reference_scores_such_an_exercise_0_and_says_so():
         row = gradebook.Result(
             "ann", "graded", "", dict(TESTS), {"ex3_test": {"message": "passed"}}
         )
-        row = grading.with_forbidden(row, uses, lab_, forbid)
+        row = scoring.with_forbidden(row, uses, lab_, forbid)
         assert row.scores == {**TESTS, "ex3_test": ex3}
         assert row.reason == note
     assert row.feedback["ex3_test"]["message"] == f"\u274c {note}: this exercise scores 0"
     parser = grading.configure(argparse.ArgumentParser())
     common = [LAB, str(FIXTURE.parent), "--out", "g.csv", "--no-sandbox"]
-    assert grading.settings_from(parser.parse_args(common)).forbid_reference  # the default
-    assert grading.settings_from(
-        parser.parse_args([*common, "--forbid-reference"])
-    ).forbid_reference
-    allow = parser.parse_args([*common, "--allow-reference"])
-    assert not grading.settings_from(allow).forbid_reference
+    assert grading.settings_from(parser.parse_args(common)).forbid_calls  # the default
+    allow = parser.parse_args([*common, "--allow-forbidden"])
+    assert not grading.settings_from(allow).forbid_calls  # old names: test_grading_settings
 
 
 def test_a_notebook_of_another_lab_is_reported(run):
@@ -374,11 +372,13 @@ def test_a_worker_past_the_total_limit_is_killed_with_everything_it_started(tmp_
 
 
 def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading, "run_with_limit", lambda target, args, workdir, limit, watch: None)
-    lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
-    sub = grading.Submission("slow", tmp_path / "slow.ipynb")
-    settings = grading.Settings(timeout=TIMEOUT, total_timeout=60)
-    result, records, calls = grading.grade_safely(lab_, sub, tmp_path / "work", settings)
+    monkeypatch.setattr(
+        orchestrate, "run_with_limit", lambda target, args, workdir, limit, watch: None
+    )
+    lab_ = gradebook.Lab(LAB, tmp_path / "db", tmp_path / "release", TESTS)
+    sub = submissions.Submission("slow", tmp_path / "slow.ipynb")
+    settings = Settings(timeout=TIMEOUT, total_timeout=60)
+    result, records, calls = orchestrate.grade_safely(lab_, sub, tmp_path / "work", settings)
     assert records == {} and calls == {}
     assert (result.status, result.reason) == (
         "killed",
@@ -387,7 +387,7 @@ def test_a_killed_worker_is_a_row_with_status_killed(tmp_path, monkeypatch):
 
 
 def make_results():
-    lab_ = grading.Lab(LAB, Path("db"), Path("release"), TESTS)
+    lab_ = gradebook.Lab(LAB, Path("db"), Path("release"), TESTS)
     results = [
         gradebook.Result("zoe", "graded", "", {"ex1_test": 2.0, "ex2_test": 0.0, "ex3_test": 1.5}),
         gradebook.Result("amy", "corrupt", "amy.ipynb is not valid JSON"),
@@ -433,7 +433,7 @@ def test_submissions_are_found_as_files_or_folders(tmp_path):
     save(lab(), tmp_path / "dan" / ".ipynb_checkpoints" / "my lab-checkpoint.ipynb")
     (tmp_path / ".DS_Store").write_text("")
     (tmp_path / "gradebook.csv").write_text("")
-    found = grading.find_submissions(tmp_path, LAB, skip=[tmp_path / "gradebook.csv"])
+    found = submissions.find_submissions(tmp_path, LAB, skip=[tmp_path / "gradebook.csv"])
     summary = [
         (s.student, s.path and s.path.relative_to(tmp_path).as_posix(), s.note) for s in found
     ]
@@ -447,7 +447,7 @@ def test_submissions_are_found_as_files_or_folders(tmp_path):
 
 def test_an_unreadable_hand_in_is_a_row_not_a_crash(tmp_path):
     save(lab(), tmp_path / "subs" / "ann.ipynb")
-    (ann,) = grading.find_submissions(tmp_path / "subs", LAB)
+    (ann,) = submissions.find_submissions(tmp_path / "subs", LAB)
     (tmp_path / "subs" / "ann.ipynb").unlink()  # gone between finding and reading
     row = submissions.private_copy(ann, tmp_path / "subs", tmp_path / "copy")
     assert (row.student, row.path, row.status) == ("ann", None, "not_a_notebook")
@@ -474,7 +474,7 @@ def links_and_special_files(folder):
 
 def test_links_fifos_and_outside_hard_links_are_rows_and_never_opened(tmp_path):
     links_and_special_files(tmp_path / "subs")
-    found = {s.student: s for s in grading.find_submissions(tmp_path / "subs", LAB)}
+    found = {s.student: s for s in submissions.find_submissions(tmp_path / "subs", LAB)}
     graded = sorted(s for s, sub in found.items() if sub.path is not None)
     assert graded == ["ann", "gus", "hal", "jo"]
     assert found["jo"].path.relative_to(tmp_path).as_posix() == f"subs/jo/real/{LAB}.ipynb"
@@ -495,7 +495,7 @@ def test_links_fifos_and_outside_hard_links_are_rows_and_never_opened(tmp_path):
 def test_a_hand_in_is_read_without_following_a_link_on_its_way(tmp_path):
     subs = tmp_path / "subs"
     save(lab(), subs / "ann" / "work" / f"{LAB}.ipynb")
-    (ann,) = grading.find_submissions(subs, LAB)
+    (ann,) = submissions.find_submissions(subs, LAB)
     assert submissions.read_hand_in(subs, ann.path) == ann.path.read_bytes()
     # the folder on its way is swapped for a link to the answer key after it was found
     (subs / "ann" / "work").rename(subs / "ann" / "old")
@@ -594,7 +594,7 @@ def test_the_exception_line_of_a_python_traceback():
 
 
 def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(monkeypatch, tmp_path):
-    monkeypatch.setattr(grading.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(orchestrate.tempfile, "gettempdir", lambda: str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
     stale = tmp_path / f"course-grade-{dead}-abc"
@@ -602,7 +602,7 @@ def test_a_killed_runs_temporary_folder_is_removed_by_the_next_run(monkeypatch, 
     other = tmp_path / "course-grade-notes"
     for folder in (stale, live, other):
         (folder / "work").mkdir(parents=True)
-    grading.remove_stale_workdirs()
+    orchestrate.remove_stale_workdirs()
     assert (stale.exists(), live.exists(), other.exists()) == (False, True, True)
 
 

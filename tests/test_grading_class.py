@@ -27,9 +27,10 @@ from grading_helpers import (
     solved,
 )
 
-from course_utils.grading import cache, gradebook, submissions
+from course_utils.grading import cache, gradebook, orchestrate, submissions
 from course_utils.grading import command as grading
 from course_utils.grading import roster as rosters
+from course_utils.grading.settings import Settings
 
 FLOOD = """print("x" * 100_000_000)
 
@@ -310,7 +311,7 @@ def test_a_roster_names_the_hand_ins_and_adds_who_handed_in_nothing(tmp_path):
 def test_the_cache_keeps_results_across_jobs_and_limits_unless_a_limit_decided_them(tmp_path):
     solution = tmp_path / "solution.ipynb"
     solution.write_bytes(FIXTURE.read_bytes())
-    key = cache.run_key(solution, grading.Settings().key())
+    key = cache.run_key(solution, Settings().key())
     store = cache.ResultCache(tmp_path / "c", key)
     points = {"ex1_test": 2.0}
     passed = gradebook.Result("ann", "graded", "", {"ex1_test": 2.0}, points=points)
@@ -333,13 +334,13 @@ def test_the_cache_keeps_results_across_jobs_and_limits_unless_a_limit_decided_t
     nb = nbformat.read(solution, as_version=4)
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="hi")]
     nbformat.write(nb, solution)
-    assert cache.run_key(solution, grading.Settings().key()) == key
+    assert cache.run_key(solution, Settings().key()) == key
     cell(nb, "ex2_test").metadata.nbgrader["points"] = 2
     nbformat.write(nb, solution)
-    assert cache.run_key(solution, grading.Settings().key()) == key
+    assert cache.run_key(solution, Settings().key()) == key
     cell(nb, "ex2_test").source += "\n# a fix"
     nbformat.write(nb, solution)
-    assert cache.run_key(solution, grading.Settings().key()) != key
+    assert cache.run_key(solution, Settings().key()) != key
 
 
 def test_an_empty_folder_is_refused_in_one_line(tmp_path, capsys):
@@ -352,14 +353,14 @@ def test_an_empty_folder_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_a_timeout_close_to_the_solutions_own_time_is_warned():
-    assert grading.timeout_warning({grading.SLOWEST: 3.0}, 5).startswith(
+    assert orchestrate.timeout_warning({orchestrate.SLOWEST: 3.0}, 5).startswith(
         "warning: --timeout 5 s is under twice the solution's slowest cell (3.0 s here)"
     )
-    assert grading.timeout_warning({grading.SLOWEST: 3.0}, 6) == ""
+    assert orchestrate.timeout_warning({orchestrate.SLOWEST: 3.0}, 6) == ""
 
 
 def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
-    lab_ = grading.Lab(LAB, tmp_path / "db", tmp_path / "release", {"ex1_test": 2.0})
+    lab_ = gradebook.Lab(LAB, tmp_path / "db", tmp_path / "release", {"ex1_test": 2.0})
     out = tmp_path / "gradebook.csv"
     before = [
         gradebook.Result("=ann", "graded", "", {"ex1_test": 2.0}, name="=ann", file="=ann.ipynb"),
@@ -367,7 +368,7 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
     ]
     gradebook.write_gradebook(before, lab_, out)
     again = gradebook.Result("bob", "graded", "", {"ex1_test": 2.0}, name="Bob", file="bob.ipynb")
-    rows = grading.merged([again], out, lab_)
+    rows = orchestrate.merged([again], out, lab_)
     gradebook.write_gradebook(rows, lab_, out)
     assert out.read_text(encoding="utf-8").splitlines() == [
         "student,name,file,ex1_test,total,max,status,reason",
@@ -375,7 +376,7 @@ def test_one_student_regraded_replaces_their_row_and_keeps_the_others(tmp_path):
         "bob,Bob,bob.ipynb,2,2,2,graded,",
     ]
     ann = gradebook.Result("=ann", "graded", "", {"ex1_test": 1.0}, name="=ann")
-    merged = grading.merged([ann], out, lab_)
+    merged = orchestrate.merged([ann], out, lab_)
     assert [r.student for r in merged] == ["=ann", "bob"]  # replaced, once
 
 
@@ -391,9 +392,9 @@ def test_the_per_cell_timeout_is_derived_from_the_solutions_slowest_cell(monkeyp
     lines = []
     for slowest, timeout in ((4.21, 43), (0.5, 30), (0.0, 30)):
         monkeypatch.setattr(
-            grading, "reference_records", lambda *a, s=slowest: {grading.SLOWEST: s}
+            orchestrate, "reference_records", lambda *a, s=slowest: {orchestrate.SLOWEST: s}
         )
-        settings, _ = grading.derive_timeout(None, FIXTURE, grading.Settings(), None, tmp_path,
+        settings, _ = orchestrate.derive_timeout(None, FIXTURE, Settings(), None, tmp_path,
                                              lines.append)  # fmt: skip
         assert settings.timeout == timeout
     assert lines[0] == (

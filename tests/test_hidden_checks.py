@@ -18,8 +18,8 @@ import pytest
 from course_utils.core.paths import SOLUTIONS
 from course_utils.grading import gradebook, gradescope
 from course_utils.grading.autograde import KERNEL_DIED, read_feedback
-from course_utils.grading.command import verified
 from course_utils.grading.gradebook import GRADED, Lab, Result
+from course_utils.grading.scoring import verified
 from course_utils.lessons import recording
 
 MARK = "### BEGIN HIDDEN TESTS"

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.grading import adjustments as adj
-from course_utils.grading import command as grading
-from course_utils.grading import gradebook, lms_export, lms_names
+from course_utils.grading import gradebook, lms_export, lms_names, orchestrate
 from course_utils.grading import roster as rosters
 from course_utils.grading.late import LatePolicy, parse_amount, parse_due
 from course_utils.grading.submissions import Submission, find_submissions
@@ -240,7 +239,7 @@ def test_the_gradebook_adds_its_columns_only_when_something_changed_a_total(tmp_
     assert table[1][-1] == "1 day late; Exercise 2: the stack: +2 (regrade)"
     out = tmp_path / "gradebook.csv"
     gradebook.write_gradebook(rows, LAB, out)
-    kept = grading.merged([], out, LAB)  # read back: the scores as graded, nothing added twice
+    kept = orchestrate.merged([], out, LAB)  # read back: the scores as graded, nothing added twice
     assert [(r.student, r.scores, r.adjustments) for r in kept][0] == (
         "12345", {"ex1": 4.0, "ex2": 3.0}, []
     )  # fmt: skip

@@ -7,10 +7,11 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from course_utils.grading import command as grading
+from course_utils.grading import scoring
 from course_utils.grading.autograde import hidden_marked, limits_hit
 from course_utils.grading.gradebook import Result
 from course_utils.grading.outcomes import entry
+from course_utils.grading.settings import Settings
 
 
 def errored(ename: str, evalue: str = "") -> nbformat.NotebookNode:
@@ -41,8 +42,8 @@ def test_a_kernel_killed_for_memory_says_so_to_the_student_and_the_instructor():
     feedback = {"t1": entry("passed"), "t2": entry("KernelDied: the kernel died here (...)")}
     feedback["t2"]["kernel_died"] = True
     result = Result("ann", "graded", "", {"t1": 1.0, "t2": 0.0}, feedback, limits=["memory"])
-    settings = grading.Settings(memory_needed="1280M")
-    result = grading.with_limits(result, settings)
+    settings = Settings(memory_needed="1280M")
+    result = scoring.with_limits(result, settings)
     message = (
         "\u274c the kernel ran out of memory while this ran and was killed (this lab needs about "
         "1280M: give the autograder more)"
@@ -55,7 +56,7 @@ def test_a_kernel_killed_for_memory_says_so_to_the_student_and_the_instructor():
     # a kernel that died of something else is left as it was
     died = entry("KernelDied: the kernel died here (...)") | {"kernel_died": True}
     other = Result("bob", "graded", "", {"t2": 0.0}, {"t2": died}, limits=[])
-    assert grading.with_limits(other, settings).feedback["t2"]["message"] != message
+    assert scoring.with_limits(other, settings).feedback["t2"]["message"] != message
 
 
 def test_a_points_only_change_rescores_the_stored_outcome():

@@ -32,7 +32,8 @@ from grading_helpers import (
 
 import course_utils
 from course_utils.grading import command as grading
-from course_utils.grading import limiter, sandbox, workers
+from course_utils.grading import limiter, orchestrate, sandbox, workers
+from course_utils.grading.settings import Settings
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sandbox is Linux only"
@@ -475,9 +476,9 @@ def capped(tmp_path_factory):
     blank = answered(lab(), ex1_answer=FILLER.format(files=48, mib=4).split("\n\n\n")[0])
     save(blank, subs / "blank_filler.ipynb")
     box = sandbox.check_sandbox(2**31)
-    settings = grading.Settings(timeout=TIMEOUT, sandbox=box, threads=1, host_bytes=HOST_CAP)
+    settings = Settings(timeout=TIMEOUT, sandbox=box, threads=1, host_bytes=HOST_CAP)
     usage = PeakUsage()
-    results, _ = grading.grade(FIXTURE, subs, settings=settings, jobs=2, log=lambda line: None)
+    results, _ = orchestrate.grade(FIXTURE, subs, settings=settings, jobs=2, log=lambda line: None)
     leftovers = list(Path(tempfile.gettempdir()).glob(f"course-grade-{os.getpid()}-*"))
     return {"rows": {r.student: r for r in results}, "peak": usage.stop(), "left": leftovers}
 

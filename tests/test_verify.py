@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.grading.verify import check_aliases, strip_expected, verify_cell
+from course_utils.grading.verify import check_aliases, strip_expected, verdict
 from course_utils.lessons import checks, recording
 
 
@@ -126,6 +126,11 @@ def test_a_cell_that_is_not_python_is_left_as_it_is():
 def reference(name, expected, **options):
     return {"check": "value", "name": name, "expected": recording.to_plain(expected),
             "options": options}  # fmt: skip
+
+
+def verify_cell(records, refs):
+    """Whether ``records`` match the solution's ``refs``, and the first failure's message."""
+    return verdict(records, refs)[:2]
 
 
 def got(name, value, check="value"):

@@ -27,19 +27,17 @@ import json
 import os
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 from ..engine.io import atomic_write_bytes, atomic_write_text
 from . import sandbox as sandboxes
 from . import unprivileged
 from .gradebook import GRADED, Result, student_view, total, truncate
+from .settings import GRADESCOPE, Settings, UsageError, add_options, values_of
 
 EXAMPLE = "python -m course_utils gradescope 01_tokens_and_embeddings --out autograder.zip"
 PACKAGE = Path(__file__).resolve().parents[1]
-# Gradescope stops an autograder at 600 s by default: the solution's run and the start take the
-# rest. Two endless loops cost 2 x 60 s, so the other exercises still run and score.
-CELL_TIMEOUT = 60
-TOTAL_TIMEOUT = 420
 SUBMITTER = "submission"
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -87,36 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "lab", nargs="?", help="lab name (solutions/LAB.ipynb) or path to its solution"
     )
     parser.add_argument("--out", type=Path, help="the autograder zip to write")
-    parser.add_argument(
-        "--timeout", type=int, default=CELL_TIMEOUT,
-        help=f"seconds per cell (default {CELL_TIMEOUT})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--total-timeout", type=int, default=TOTAL_TIMEOUT,
-        help=f"seconds per submission in all (default {TOTAL_TIMEOUT}: inside Gradescope's "
-        "default 600 with the solution's own run)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--memory", default="4G", help="memory cap per sandboxed process (default 4G)"
-    )
-    parser.add_argument(
-        "--memory-needed", help="the memory the autograder needs, like 2G, as the README and "
-        "setup.sh state it (default: the solution's run, measured here, plus a quarter, "
-        "rounded up to 256M)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--no-sandbox", action="store_true",
-        help="grade without bubblewrap inside Gradescope: a submission can then read the "
-        "solution shipped in the bundle",
-    )  # fmt: skip
-    parser.add_argument(
-        "--allow-reference", dest="forbid_reference", action="store_false",
-        help="only report an answer that calls what its exercise asks the student to write "
-        "(by default that exercise scores 0)",
-    )  # fmt: skip
-    parser.add_argument(  # the old opt-in, now the default
-        "--forbid-reference", dest="forbid_reference", action="store_true", help=argparse.SUPPRESS
-    )
+    add_options(parser, GRADESCOPE)  # the grader's settings (:mod:`.settings`)
     parser.add_argument(
         "--which-sandbox", action="store_true",
         help="say how hand-ins would run here (setup.sh runs it at image build)",
@@ -138,23 +107,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the bundle, or with ``--run-in`` grade inside Gradescope."""
-    from .command import UsageError, resolve_lab
+    from .command import resolve_lab
 
     if args.run_in:
         return run_in(args.run_in)
-    if args.which_sandbox:
-        return which_sandbox(args.memory)
     try:
+        settings = Settings.given(GRADESCOPE, values_of(args, GRADESCOPE))  # checked
+        if args.which_sandbox:
+            return which_sandbox(settings)
         if not args.lab or not args.out:
             raise UsageError(f"pass a lab and --out, for example: {EXAMPLE}")
-        if min(args.timeout, args.total_timeout) < 1:  # nbclient reads 0 as no limit at all
-            raise UsageError("--timeout and --total-timeout must be positive (seconds)")
-        sandboxes.parse_memory(args.memory)
         solution = resolve_lab(args.lab)
-        needed = args.memory_needed or memory_needed(solution)
-        sandboxes.parse_memory(needed)
-        build(solution, args.out, settings_of(args) | {"memory_needed": needed})
-    except (UsageError, ValueError) as problem:
+        if not settings.memory_needed:
+            settings = replace(settings, memory_needed=memory_needed(solution))
+        build(solution, args.out, settings)
+    except UsageError as problem:
         print(f"gradescope: error: {problem}", file=sys.stderr)
         return 2
     print(f"wrote {args.out}: upload it as the autograder of {Path(args.lab).stem}")
@@ -167,7 +134,7 @@ MEMORY_STEP = 256 * 2**20  # the memory needed is rounded up to this
 def memory_needed(solution: Path) -> str:
     """What the autograder needs: the solution's run (the grader, its worker and the kernel
     together), measured here, plus a quarter, rounded up to MEMORY_STEP, like ``1536M``."""
-    from .command import PEAK, measure_solution
+    from .orchestrate import PEAK, measure_solution
 
     print(f"gradescope: running {solution.name} once to measure the memory it needs", flush=True)
     peak = measure_solution(solution)[PEAK]
@@ -184,17 +151,10 @@ Made by `python -m course_utils gradescope` (see the course's docs/instructors.m
   then says it ran out of memory. (The solution's run, grader, worker and kernel together,
   plus a quarter, unless `--memory-needed` set it.)
 - Per cell: {timeout} s; per submission: {total_timeout} s; memory cap per sandboxed process:
-  {memory}; forbidden calls score 0: {forbid_reference}.
+  {memory}; forbidden calls score 0: {forbid_calls}.
 - setup.sh installs Python, a CPU-only torch and the course; run_autograder grades
   /autograder/submission into /autograder/results/results.json.
 """
-
-
-def settings_of(args: argparse.Namespace) -> dict:
-    """The bundle's settings.json; the memory cap in bytes (a ValueError for a bad size)."""
-    memory = sandboxes.parse_memory(args.memory)
-    return {"timeout": args.timeout, "total_timeout": args.total_timeout, "memory": memory,
-            "sandbox": not args.no_sandbox, "forbid_reference": args.forbid_reference}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,12 +179,13 @@ def course_files() -> list[tuple[str, Path]]:
     return files
 
 
-def build(solution: Path, out: Path, settings: dict) -> None:
-    """Write the autograder zip for ``solution`` to ``out`` (atomically)."""
+def build(solution: Path, out: Path, settings: Settings) -> None:
+    """Write the autograder zip for ``solution`` to ``out`` (atomically), its settings.json
+    made from ``settings`` (:meth:`Settings.to_json`)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as bundle:
         setup = SETUP_SH
-        if needed := settings.get("memory_needed"):
+        if needed := settings.memory_needed:
             setup += (
                 f"# this lab needs about {needed} of memory (see README.md): give the "
                 f'autograder at least that\necho "gradescope: this autograder needs {needed} '
@@ -237,7 +198,7 @@ def build(solution: Path, out: Path, settings: dict) -> None:
         for folder in ("notebooks", "labs"):  # the wheel maps them in; the grader needs neither
             _add(bundle, f"course/{folder}/", b"")
         _add(bundle, f"lab/{solution.stem}.ipynb", solution.read_bytes())
-        info = {"lab": solution.stem, **settings}
+        info = {"lab": solution.stem, **settings.to_json(GRADESCOPE)}
         _add(bundle, "settings.json", json.dumps(info, indent=1, sort_keys=True).encode())
         if info.get("memory_needed"):
             shown = info | {"memory": sandboxes.format_memory(info["memory"])}
@@ -251,19 +212,14 @@ def build(solution: Path, out: Path, settings: dict) -> None:
 
 def run_in(root: Path) -> int:
     """Grade ``root/submission`` with the bundle in ``root/source``; write results.json."""
-    from .command import Settings, UsageError, grade
+    from .orchestrate import grade
 
     results_file = root / "results" / "results.json"
     try:
-        settings = read_settings(root / "source" / "settings.json")
-        solution = root / "source" / "lab" / f"{settings['lab']}.ipynb"
-        box = gradescope_sandbox(settings, root)
-        forbid = bool(settings.get("forbid_reference"))
-        total = settings.get("total_timeout", TOTAL_TIMEOUT)
-        needed = settings.get("memory_needed", "")
-        limits = Settings(settings["timeout"], total, box, threads=1, forbid_reference=forbid,
-                          memory_needed=needed)  # fmt: skip
-        rows, lab = grade(solution, root / "submission", settings=limits, student=SUBMITTER)
+        lab_name, settings = read_settings(root / "source" / "settings.json")
+        solution = root / "source" / "lab" / f"{lab_name}.ipynb"
+        settings = replace(settings, sandbox=gradescope_sandbox(settings, root), threads=1)
+        rows, lab = grade(solution, root / "submission", settings=settings, student=SUBMITTER)
     except (sandboxes.SandboxUnavailable, UsageError) as problem:
         message = f"The autograder could not grade this submission: {problem}"
         atomic_write_text(results_file, json.dumps({"score": 0, "output": message, "tests": []}))
@@ -273,35 +229,31 @@ def run_in(root: Path) -> int:
     return 0
 
 
-def read_settings(path: Path) -> dict:
-    """The bundle's settings.json, or a UsageError saying it is missing or damaged."""
-    from .command import UsageError
-
+def read_settings(path: Path) -> tuple[str, Settings]:
+    """The lab and the settings in the bundle's settings.json (an older bundle's too), or a
+    UsageError saying it is missing or damaged."""
     fix = f"build the bundle again ({EXAMPLE}) and upload it"
     try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(settings, dict) or not isinstance(settings.get("lab"), str):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("lab"), str):
             raise ValueError("it names no lab")
-        if not isinstance(settings.get("timeout"), int) or settings["timeout"] < 1:
-            raise ValueError("its timeout is not a positive number of seconds")
-        sandboxes.parse_memory(str(settings.get("memory", "4G")))
+        return data["lab"], Settings.from_json(data, GRADESCOPE)
     except OSError as exc:
         raise UsageError(
             f"the bundle's {path.name} cannot be read ({exc.strerror}): {fix}"
         ) from None
-    except ValueError as exc:
+    except (ValueError, UsageError) as exc:
         raise UsageError(f"the bundle's {path.name} is damaged ({exc}): {fix}") from None
-    return settings
 
 
-def gradescope_sandbox(settings: dict, root: Path) -> sandboxes.Sandbox | None:
+def gradescope_sandbox(settings: Settings, root: Path) -> sandboxes.Sandbox | None:
     """bwrap where it runs, else the kernel as an unprivileged user (the autograder's files
     and the grader's made root's alone); its line is printed first."""
     from .command import sandbox_line
 
     box = None
-    if settings.get("sandbox", True):
-        box = sandboxes.check_any(sandboxes.parse_memory(str(settings.get("memory", "4G"))))
+    if settings.sandboxed:
+        box = sandboxes.check_any(settings.memory, settings.tasks)
         if box.user:
             os.umask(unprivileged.PRIVATE_UMASK)
             for folder in ("source", "submission", "results"):
@@ -311,12 +263,13 @@ def gradescope_sandbox(settings: dict, root: Path) -> sandboxes.Sandbox | None:
     return box
 
 
-def which_sandbox(memory: str) -> int:
+def which_sandbox(settings: Settings) -> int:
     """Print how hand-ins would run here (setup.sh, at image build): 0, or 1 if they cannot."""
     from .command import sandbox_line
 
     try:
-        print(f"gradescope: {sandbox_line(sandboxes.check_any(sandboxes.parse_memory(memory)))}")
+        box = sandboxes.check_any(settings.memory, settings.tasks)
+        print(f"gradescope: {sandbox_line(box)}")
     except sandboxes.SandboxUnavailable as problem:
         print(f"gradescope: hand-ins cannot be graded here: {problem}")
         return 1

@@ -12,7 +12,7 @@ graded:
    (:func:`strip_expected`), so the answer key never reaches its kernel, and the checks in
    ``record`` mode record what they got;
 3. a test cell scores only if its recorded values, compared here by the grader's own copy of the
-   checks, match the solution's (:func:`verify_cell`). A record that is missing, forged into
+   checks, match the solution's (:func:`verdict`). A record that is missing, forged into
    the wrong shape or out of order fails.
 
 ``check_true`` records only its condition, which a hand-in can fake; a cell is tamper-proof when
@@ -31,7 +31,6 @@ from .cells import parse_cell
 
 # The check functions, and the position of the argument that holds the expected value.
 EXPECTED_ARG = {"check_value": 2, "check_tensor": 2, "check_type": None, "check_true": None}
-VALUE_CHECKS = {"value", "tensor", "type"}
 UNREPORTED = "this check did not report to the grader (were the checks changed?)"
 
 
@@ -137,12 +136,6 @@ def verdict(records: list[dict], reference: list[dict]) -> Verdict:
         if failure:
             return Verdict(False, failure, hidden)
     return Verdict(True)
-
-
-def verify_cell(records: list[dict], reference: list[dict]) -> tuple[bool, str]:
-    """Whether a hand-in's records match the solution's, and the first failure's message."""
-    ok, message, _ = verdict(records, reference)
-    return ok, message
 
 
 def compare(got: dict, expected: dict) -> str:
