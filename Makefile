@@ -9,11 +9,20 @@ BIN := $(VENV)/bin
 # Before anything is installed: a Python outside 3.11-3.13 is refused in one line naming the fix,
 # and a $(VENV) made by another Python is removed, to be made again below with the one named
 # (course_utils/tools/python_check.py; a $(VENV) made by a supported Python is kept unless
-# PYTHON= names another). Every entry point below lists it first.
+# PYTHON= names another); a PYTHON that does not start is named in one line too. Every entry
+# point below lists it first.
 check-python:
-	@$(PYTHON) course_utils/tools/python_check.py --venv $(VENV) --python $(PYTHON) \
-		$(if $(filter command line environment,$(origin PYTHON)),--chosen) \
-		--command "make $(or $(firstword $(MAKECMDGOALS)),setup)"
+	@if $(PYTHON) -c '' >/dev/null 2>&1; then \
+		$(PYTHON) course_utils/tools/python_check.py --venv $(VENV) --python $(PYTHON) \
+			$(if $(filter command line environment,$(origin PYTHON)),--chosen) \
+			--command "make $(or $(firstword $(MAKECMDGOALS)),setup)"; \
+	else \
+		for python in python3 python; do if $$python -c '' >/dev/null 2>&1; then \
+			exec $$python course_utils/tools/python_check.py --missing --python $(PYTHON) \
+				--command "make $(or $(firstword $(MAKECMDGOALS)),setup)"; fi; done; \
+		echo "setup: $(PYTHON) does not run on this machine, nor does python3: install Python 3.12 (python.org, or your system's python3.12 package)" >&2; \
+		exit 1; \
+	fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -60,6 +60,17 @@ def test_python_310_is_refused_in_one_line_naming_the_fix(tmp_path):
     assert not venv.exists() and done.stdout == ""
 
 
+def test_a_python_that_does_not_run_is_named_in_one_line_with_the_fix(tmp_path):
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    venv = tmp_path / ".venv"
+    done = make("check-python", "PYTHON=python3.99", f"VENV={venv}")
+    ours = [line for line in done.stderr.splitlines() if line.startswith("setup:")]
+    assert done.returncode != 0 and len(ours) == 1, done.stderr
+    assert "python3.99 does not run on this machine" in ours[0] and "PYTHON=" in ours[0], ours
+    assert not venv.exists() and done.stdout == ""
+
+
 def test_every_entry_point_checks_the_python_before_it_installs_anything(tmp_path):
     venv = tmp_path / ".venv"
     for goal in ("setup", "course", "instructor", "dev", "test", "site"):

@@ -4,7 +4,8 @@ is found and rebuilt, so a student never has to delete it by hand.
 
 ``make`` runs it first, as ``$(PYTHON) course_utils/tools/python_check.py --venv .venv``, with
 whatever Python the student named (``make course PYTHON=python3.12``), so it is written for any
-Python 3 (no newer syntax, standard library only). ``gpt-course`` and torch_setup.py use
+Python 3 (no newer syntax, standard library only); where that Python does not start, ``make``
+runs it with ``python3`` and ``--missing``. ``gpt-course`` and torch_setup.py use
 :func:`refusal` too.
 """
 
@@ -120,13 +121,25 @@ def check(venv, python, chosen, command="make course"):
     return 0, f"setup: {venv} {why}; removed it, to make it again with {python} (Python {mine})"
 
 
+def missing(python, command="make course"):
+    """One line for a PYTHON the student named that does not start here (not installed, or a
+    pyenv shim for a version not selected), naming the fix."""
+    return f"setup: {python} does not run on this machine: {fix(command)}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", default=".venv", help="the course's virtual environment")
     parser.add_argument("--python", default="python3", help="the PYTHON the student named")
     parser.add_argument("--chosen", action="store_true", help="PYTHON was named by the student")
     parser.add_argument("--command", default="make course", help="the command to suggest")
+    parser.add_argument(
+        "--missing", action="store_true", help="--python does not start: say so, and the fix"
+    )
     args = parser.parse_args(argv)
+    if args.missing:
+        print(missing(args.python, args.command), file=sys.stderr)
+        return 1
     status, line = check(args.venv, args.python, args.chosen, args.command)
     if line:
         print(line, file=sys.stderr if status else sys.stdout)
