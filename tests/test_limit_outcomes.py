@@ -41,6 +41,16 @@ import time
 while True:
     time.sleep(0.1)"""
 
+# an endless loop that ignores the timeout's interrupt: stopped with its kernel
+DEAF = """
+
+import signal
+import time
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:
+    time.sleep(0.1)"""
+
 # the kernel kills itself with SIGKILL, the signal the OOM killer sends: no memory hit
 SUICIDE = """
 
@@ -73,7 +83,7 @@ def with_ex2(extra: str):
 @pytest.fixture(scope="module")
 def hits(tmp_path_factory):
     root = tmp_path_factory.mktemp("limits")
-    hand_ins = {"impostor": IMPOSTOR, "looper": LOOP}
+    hand_ins = {"impostor": IMPOSTOR, "looper": LOOP, "deaf": DEAF}
     if limiter.find_limiter().kind:
         hand_ins |= {"suicide": SUICIDE, "oom": OOM}
     for name, extra in hand_ins.items():
@@ -105,6 +115,22 @@ def test_a_cell_past_its_timeout_is_recorded_as_a_time_limit_hit(hits):
     assert outcome["feedback"]["ex2_test"]["limit"] == limit
     text = feedback_of(hits, "looper")
     assert f"- before it: ex2_answer: timed out after {TIMEOUT} s and was interrupted" in text
+
+
+def test_a_cell_that_ignores_the_timeouts_interrupt_is_a_time_limit_hit_too(hits):
+    row, outcome = hits["rows"]["deaf"], hits["outcomes"]["deaf"]
+    assert points(row) == {**FULL, "ex2_test": 0, "ex3_test": 0}
+    assert row["reason"] == (
+        f"timed out after {TIMEOUT} s: ex2_answer; the kernel died in ex2_answer; the cells "
+        "after it did not run"
+    )
+    assert outcome["limits"] == ["time"]
+    limit = {"kind": "time", "cell": "ex2_answer", "seconds": TIMEOUT}
+    assert outcome["feedback"]["ex2_test"]["limit"] == limit  # the first of its two records
+    text = feedback_of(hits, "deaf")
+    assert (
+        f"ex2_answer: timed out after {TIMEOUT} s, ran on when interrupted and was stopped" in text
+    )
 
 
 def test_a_kernel_killed_by_sigkill_without_an_oom_kill_hit_no_memory_limit(hits):

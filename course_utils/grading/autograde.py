@@ -173,13 +173,15 @@ class SandboxedExecute(Execute):
         self._output_bytes: dict[tuple[int, bool], int] = {}
         self._total_bytes = {False: 0, True: 0}  # outputs, check records
         self._running = -1
+        self._timed_out: set[int] = set()  # the cells past their timeout
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError) as exc:
             if self._running < 0:  # it never ran a cell: nbgrader reports the failure
                 raise
             why = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
-            if isinstance(exc, CellTimeoutError):  # it ran on after the timeout's interrupt
+            if isinstance(exc, CellTimeoutError) and self._running in self._timed_out:
+                # it ran on after the timeout's interrupt (else: no output came after a reply)
                 self._record(TIMED_OUT, TIME, seconds=self.timeout, ignored=True)
             memory = self._memory_kill() if isinstance(exc, DeadKernelError) else {}
             if memory.get("oom_kills"):
@@ -193,6 +195,7 @@ class SandboxedExecute(Execute):
     async def _async_handle_timeout(self, timeout, cell=None):
         """nbclient's handling of a cell past its timeout (interrupt, carry on), recorded."""
         self._record(TIMED_OUT, TIME, seconds=timeout)
+        self._timed_out.add(self._running)
         return await super()._async_handle_timeout(timeout, cell)
 
     def _memory_kill(self) -> dict:
