@@ -142,6 +142,22 @@ def test_a_kernel_killed_by_sigkill_without_an_oom_kill_hit_no_memory_limit(hits
     assert "memory" not in feedback_of(hits, "suicide")
 
 
+def test_without_a_limiter_a_kernel_killed_by_sigkill_is_probably_out_of_memory(tmp_path):
+    # unsandboxed, nothing counts OOM kills: the SIGKILL the OOM killer sends is all there is
+    save(with_ex2(SUICIDE), tmp_path / "submissions" / "suicide.ipynb")
+    run = grade_folder(tmp_path, "--no-sandbox")
+    row = run["rows"]["suicide"]
+    assert points(row) == {**FULL, "ex2_test": 0, "ex3_test": 0}
+    assert row["reason"] == (
+        "probably ran out of memory (killed; no limiter counts OOM kills); the kernel died in "
+        "ex2_answer; the cells after it did not run"
+    )
+    text = feedback_of(run, "suicide")
+    assert (
+        "## Exercise 2: 0 / 1\n\n\u274c the kernel was killed while this ran, probably for " in text
+    )
+
+
 def test_a_kernel_the_oom_killer_ended_is_a_memory_hit_counted_by_its_cgroup(hits):
     require_limiter()
     row, outcome = hits["rows"]["oom"], hits["outcomes"]["oom"]

@@ -92,7 +92,7 @@ def test_a_kernel_killed_for_memory_says_so_to_the_student_and_the_instructor():
 
 def executor(group: dict, exit_code: int) -> types.SimpleNamespace:
     """What SandboxedExecute._memory_kill reads: its group, and its dead kernel's exit code."""
-    process = types.SimpleNamespace(poll=lambda: exit_code)
+    process = types.SimpleNamespace(wait=lambda timeout: exit_code)
     return types.SimpleNamespace(group=group, km=types.SimpleNamespace(
         provisioner=types.SimpleNamespace(process=process)))  # fmt: skip
 

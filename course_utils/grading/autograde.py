@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ from .submissions import load_submission, wrong_lab_reason
 from .verify import cell_records, check_aliases, strip_expected
 
 IOPUB_TIMEOUT = 10  # seconds to wait for a cell's last output after its reply
+EXIT_WAIT = 5  # seconds to wait for a dead kernel's exit code (was it SIGKILL?)
 # seconds for a kernel to start: importing torch in two kernels at once on a busy 2-core box
 # took over nbclient's default 60 (CI)
 KERNEL_STARTUP_TIMEOUT = 240
@@ -174,6 +176,7 @@ class SandboxedExecute(Execute):
         self._total_bytes = {False: 0, True: 0}  # outputs, check records
         self._running = -1
         self._timed_out: set[int] = set()  # the cells past their timeout
+        self._memory: dict = {}  # how the kernel was killed for memory, read as it died
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError) as exc:
@@ -183,7 +186,7 @@ class SandboxedExecute(Execute):
             if isinstance(exc, CellTimeoutError) and self._running in self._timed_out:
                 # it ran on after the timeout's interrupt (else: no output came after a reply)
                 self._record(TIMED_OUT, TIME, seconds=self.timeout, ignored=True)
-            memory = self._memory_kill() if isinstance(exc, DeadKernelError) else {}
+            memory = self._memory if isinstance(exc, DeadKernelError) else {}
             if memory.get("oom_kills"):
                 why = f"killed by the out-of-memory killer at the hand-in's memory cap ({why})"
             elif memory:
@@ -205,7 +208,10 @@ class SandboxedExecute(Execute):
         if kills is not None:
             return {"oom_kills": kills} if kills else {}
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
-        code = process.poll() if process is not None else None  # the kernel, or bwrap
+        try:  # the kernel, or bwrap: its heartbeat stops before it is reaped
+            code = process.wait(timeout=EXIT_WAIT) if process is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
         return {"probably": True} if code in (-9, 128 + 9) else {}
 
     def _record(self, what: str, limit: str = "", **detail) -> None:
@@ -217,7 +223,11 @@ class SandboxedExecute(Execute):
 
     def preprocess_cell(self, cell, resources, index):
         self._running = index
-        return super().preprocess_cell(cell, resources, index)
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:  # read now: nbclient lets the kernel's manager go after this
+            self._memory = self._memory_kill()
+            raise
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep an output while its cell and the notebook are under their caps (check records
