@@ -568,7 +568,7 @@ def output_cell(*outputs):
         ({"output_type": "error", "ename": "CheckFailed", "evalue": "x: expected 1 got 2",
           "traceback": []}, True, "\u274c x: expected 1 got 2"),
         ({"output_type": "error", "ename": "CellTimeoutError", "evalue": "", "traceback": []},
-         False, "timed out after 20 s and was interrupted"),
+         False, "CellTimeoutError"),  # a hand-in's own error of that name: no timeout
         ({"output_type": "error", "ename": "NotImplementedError", "evalue": "", "traceback": []},
          True, "NotImplementedError"),
         ({"output_type": "stream", "name": "stderr", "text": "\nUserWarning: careful\n"},
@@ -577,10 +577,23 @@ def output_cell(*outputs):
          False, ""),
         ({"output_type": "stream", "name": "stdout", "text": "fine\n"}, True, ""),
     ],
-    ids=["check-failed", "timeout", "error", "stderr-in-test", "stderr-in-answer", "stdout"],
+    ids=["check-failed", "timeout-named", "error", "stderr-in-test", "stderr-in-answer",
+         "stdout"],
 )  # fmt: skip
 def test_a_cells_message_is_one_line_saying_why_it_failed(output, graded, message):
     assert autograde.cell_message(output_cell(output), 20, graded=graded) == message
+
+
+def test_a_timeout_is_told_from_the_executors_record_not_the_cells_errors():
+    cell = output_cell({"output_type": "error", "ename": "KeyboardInterrupt", "evalue": "",
+                        "traceback": []})  # fmt: skip
+    timed_out = [{"what": autograde.TIMED_OUT, "cell": 3, "limit": "time", "seconds": 7}]
+    message = autograde.cell_message(cell, 20, graded=False, timed_out=timed_out)
+    assert message == "timed out after 7 s and was interrupted"
+    ignored = [*timed_out, {**timed_out[0], "ignored": True}]
+    assert autograde.cell_message(cell, 20, graded=False, timed_out=ignored) == (
+        "timed out after 7 s, ran on when interrupted and was stopped"
+    )
 
 
 def test_the_exception_line_of_a_python_traceback():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import os
 import re
 import time
@@ -101,11 +102,13 @@ def klass(tmp_path_factory):
     # leaky fixes exercise 3 and is re-graded alone: only its row and its feedback change
     save(solved(lab()), subs / "leaky.ipynb")
     before = {p: p.read_bytes() for p in root.glob("feedback*/*.md")}
+    outcomes_before = outcome_rows(run["out"])
     argv = [str(FIXTURE), str(subs / "leaky.ipynb"), "--out", str(run["out"])]
     with contextlib.redirect_stdout(io.StringIO()):
         code = grading.main([*argv, "--feedback", str(run["feedback"]), "--roster", str(roster)])
     run["alone"] = {"code": code, "before": before, "rows": read_rows(run["out"]),
-                    "after": {p: p.read_bytes() for p in root.glob("feedback*/*.md")}}  # fmt: skip
+                    "after": {p: p.read_bytes() for p in root.glob("feedback*/*.md")},
+                    "outcomes": (outcomes_before, outcome_rows(run["out"]))}  # fmt: skip
     # then a test's points fixed in the solution: every hand-in re-scored from its stored
     # outcome, no kernel run, and no student told they edited the test cell
     fixed = nbformat.read(FIXTURE, as_version=4)
@@ -115,6 +118,12 @@ def klass(tmp_path_factory):
         fixed_run = grade_folder(root, "--roster", str(roster), lab=root / f"{LAB}.ipynb")
     run["fixed"], run["fixed_log"] = fixed_run["rows"], log.getvalue()
     return run
+
+
+def outcome_rows(out):
+    """student -> the row's outcome as stored beside the gradebook (feedback and all)."""
+    data = json.loads(gradebook.outcomes_path(out).read_text(encoding="utf-8"))
+    return {row["student"]: row for row in data["rows"]}
 
 
 def feedback(run, name, instructor=False):
@@ -225,6 +234,16 @@ def test_one_student_regraded_alone_keeps_every_other_row_and_feedback(klass):
     assert alone["rows"]["leaky"]["total"] == "6"
     others = {s: r for s, r in alone["rows"].items() if s != "leaky"}
     assert others == {s: r for s, r in klass["rows"].items() if s != "leaky"}
+    # the stored outcomes too, which the next run reads: everyone's feedback kept as data (the
+    # scores are the CSV's, above; a row not graded gets its zeros written out, as rescored)
+    before, after = alone["outcomes"]
+    assert after.keys() == before.keys()
+    kept = ("feedback", "status", "reason", "limits", "answers", "adjustments", "name", "file")
+    assert {s: {k: r[k] for k in kept} for s, r in after.items() if s != "leaky"} == {
+        s: {k: r[k] for k in kept} for s, r in before.items() if s != "leaky"
+    }
+    assert before["dora"]["feedback"]["ex1_test"]["message"] == "passed"
+    assert after["leaky"]["feedback"] != before["leaky"]["feedback"]
 
 
 def test_a_points_only_fix_rescores_every_hand_in_without_a_kernel(klass):

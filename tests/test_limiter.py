@@ -74,3 +74,78 @@ def test_a_systemd_run_with_no_manager_to_answer_is_passed_over(tmp_path, monkey
     monkeypatch.setattr(limiter, "_cgroup_v2", lambda: None)
     monkeypatch.setattr(limiter, "_cgroup_v1", lambda: None)
     assert limiter.find_limiter.__wrapped__() == limiter.Limiter()
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel's count of OOM kills, read from a group's files (a hand-in over its memory cap is
+# counted for real in tests/test_limit_outcomes.py, and on cgroup v2 in tests/test_vm.py)
+
+
+def cgroup_folder(tmp_path, name, **files):
+    folder = tmp_path / name
+    folder.mkdir()
+    for file, text in files.items():
+        (folder / file.replace("_", ".", 1)).write_text(text)
+    return folder
+
+
+V2_EVENTS = "low 0\nhigh 0\nmax 31\noom 2\noom_kill {kills}\noom_group_kill {group}\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "kills"),
+    [
+        ({"memory_events": V2_EVENTS.format(kills=2, group=0)}, 2),  # cgroup v2
+        ({"memory_events": V2_EVENTS.format(kills=0, group=0)}, 0),
+        ({"memory_events": V2_EVENTS.format(kills=0, group=1)}, 1),  # memory.oom.group set
+        ({"memory_events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"}, 0),  # before 5.17
+        ({"memory_oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"}, 3),  # v1
+        ({"memory_oom_control": "oom_kill_disable 0\nunder_oom 0\n", "memory_failcnt": "7\n"},
+         7),  # v1 before Linux 4.13: the times it hit its cap
+        ({"pids_max": "16\n"}, None),  # v1's pids hierarchy: no memory count
+    ],
+)  # fmt: skip
+def test_a_groups_oom_kills_are_read_from_the_kernels_count(tmp_path, files, kills):
+    folder = cgroup_folder(tmp_path, "course-grade-1-abc", **files)
+    assert limiter.folder_oom_kills(folder) == kills
+
+
+def test_a_v1_group_counts_its_memory_folder_and_a_removed_group_counts_nothing(tmp_path):
+    memory = cgroup_folder(tmp_path, "memory", memory_oom_control="under_oom 0\noom_kill 1\n")
+    pids = cgroup_folder(tmp_path, "pids", pids_max="16\n")
+    assert limiter.oom_kills(limiter.Group(folders=[str(memory), str(pids)])) == 1
+    assert limiter.oom_kills(limiter.Group(folders=[str(tmp_path / "gone")])) is None
+    assert limiter.oom_kills(limiter.Group()) is None  # no limiter: nothing counts
+
+
+SYSTEMCTL = """#!/bin/sh
+echo "$@" >> {log}
+case "$*" in *show*) printf 'LoadState=%s\\nResult=%s\\nControlGroup=\\n' {state} {result};; esac
+"""
+
+
+@pytest.mark.parametrize(
+    ("state", "result", "kills"),
+    [("loaded", "oom-kill", 1), ("loaded", "success", 0), ("not-found", "success", 0)],
+)
+def test_a_systemd_scopes_oom_kill_is_read_from_its_result(tmp_path, monkeypatch, state,
+                                                           result, kills):  # fmt: skip
+    log = tmp_path / "log"
+    fake = tmp_path / "systemctl"
+    fake.write_text(SYSTEMCTL.format(log=log, state=state, result=result))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    group = limiter.Group(["systemd-run"], unit="--user course-grade-1-abc.scope")
+    assert limiter.oom_kills(group) == kills
+    limiter.remove_group(group)  # a failed scope is reset, which unloads it
+    assert log.read_text().splitlines() == [
+        "--user show course-grade-1-abc.scope --property=LoadState,Result,ControlGroup",
+        "--user reset-failed course-grade-1-abc.scope",
+    ]
+
+
+def test_a_systemd_run_group_is_a_named_scope_kept_until_read(monkeypatch):
+    group = limiter.make_group(limiter.Limiter("systemd-run --user"), 2**30, 16)
+    assert group.unit.startswith(f"--user {limiter.PREFIX}{os.getpid()}-")
+    assert f"--unit={group.unit.split()[1]}" in group.prefix
+    assert "--collect" not in group.prefix  # a scope the OOM killer failed stays to be read

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ import zmq
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Dict, Integer, Unicode
 
 from ..engine.io import atomic_write_text
 from ..lessons import recording
@@ -36,7 +37,7 @@ from . import sandbox as sandboxes
 from .cells import parse_cell
 from .forbidden import forbidden_uses
 from .gradebook import ERROR, GRADED, MAX_MESSAGE_CHARS, WRONG_LAB, one_line, truncate
-from .limiter import Group
+from .limiter import Group, oom_kills
 from .outcomes import (
     INSTRUCTOR,
     LIMIT_KINDS,
@@ -53,6 +54,7 @@ from .submissions import load_submission, wrong_lab_reason
 from .verify import cell_records, check_aliases, strip_expected
 
 IOPUB_TIMEOUT = 10  # seconds to wait for a cell's last output after its reply
+EXIT_WAIT = 5  # seconds to wait for a dead kernel's exit code (was it SIGKILL?)
 # seconds for a kernel to start: importing torch in two kernels at once on a busy 2-core box
 # took over nbclient's default 60 (CI)
 KERNEL_STARTUP_TIMEOUT = 240
@@ -65,6 +67,13 @@ MAX_MESSAGE_BYTES = 64 * 2**20  # a kernel message larger than this disconnects 
 KERNEL_NAME = "course-grading"
 STUDENT = "student"  # the id inside each worker's private course directory
 KERNEL_DIED = "KernelDied"  # ename of the error put on cells the kernel did not live to run
+# What happened, recorded by the executor where it happened (one JSON line each in the flags
+# folder's EVENTS): {"what": one of these, "cell": its index, "limit": a kind of limit or "", ...}
+EVENTS = "events.jsonl"
+TIMED_OUT = "timed out"  # a cell past --timeout: "seconds", "ignored" (ran on after the interrupt)
+DIED = "kernel died"  # "why"; memory: "oom_kills" (the cgroup's count) or "probably" (SIGKILL)
+OUTPUT_CUT = "output cut"
+PROCESSES_KILLED = "processes killed"  # by the OOM killer, the kernel alive: "oom_kills"
 
 # What the usual nbgrader failures mean, put before their error line in the reason column.
 FAILURE_HINTS = {
@@ -132,7 +141,8 @@ class SandboxedExecute(Execute):
     a kernel that dies (or will not stop) costing only the cells it did not run."""
 
     kernel_cwd = Unicode("", help="the kernel's working directory").tag(config=True)
-    flags = Unicode("", help="folder for what happened: output-capped, killed").tag(config=True)
+    flags = Unicode("", help="folder for what happened (EVENTS)").tag(config=True)
+    group = Dict(help="the hand-in's limiter group (limiter.Group's fields)").tag(config=True)
     max_output_bytes = Integer(MAX_CELL_OUTPUT, help="output kept per cell").tag(config=True)
 
     async def async_start_new_kernel(self, **kwargs):
@@ -165,31 +175,59 @@ class SandboxedExecute(Execute):
         self._output_bytes: dict[tuple[int, bool], int] = {}
         self._total_bytes = {False: 0, True: 0}  # outputs, check records
         self._running = -1
+        self._timed_out: set[int] = set()  # the cells past their timeout
+        self._memory: dict = {}  # how the kernel was killed for memory, read as it died
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError) as exc:
             if self._running < 0:  # it never ran a cell: nbgrader reports the failure
                 raise
             why = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
-            if isinstance(exc, DeadKernelError) and self._killed():
-                why = f"killed by SIGKILL, as the out-of-memory killer does ({why})"
-                self._flag(MEMORY)
+            if isinstance(exc, CellTimeoutError) and self._running in self._timed_out:
+                # it ran on after the timeout's interrupt (else: no output came after a reply)
+                self._record(TIMED_OUT, TIME, seconds=self.timeout, ignored=True)
+            memory = self._memory if isinstance(exc, DeadKernelError) else {}
+            if memory.get("oom_kills"):
+                why = f"killed by the out-of-memory killer at the hand-in's memory cap ({why})"
+            elif memory:
+                why = f"killed by SIGKILL, probably by the out-of-memory killer ({why})"
+            self._record(DIED, MEMORY if memory else "", why=why, **memory)
             mark_unrun(nb, self._running, why)
             return nb, self.resources
 
-    def _killed(self) -> bool:
-        """Whether the dead kernel (or bwrap around it) was killed by SIGKILL."""
-        process = getattr(getattr(self.km, "provisioner", None), "process", None)
-        code = process.poll() if process is not None else None
-        return code in (-9, 128 + 9)
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """nbclient's handling of a cell past its timeout (interrupt, carry on), recorded."""
+        self._record(TIMED_OUT, TIME, seconds=timeout)
+        self._timed_out.add(self._running)
+        return await super()._async_handle_timeout(timeout, cell)
 
-    def _flag(self, name: str) -> None:
+    def _memory_kill(self) -> dict:
+        """Whether the dead kernel was killed for memory: the OOM kills its limiter group
+        counts; where it has none, a SIGKILL (as the OOM killer sends), marked "probably"."""
+        kills = oom_kills(Group(**self.group)) if self.group else None
+        if kills is not None:
+            return {"oom_kills": kills} if kills else {}
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        try:  # the kernel, or bwrap: its heartbeat stops before it is reaped
+            code = process.wait(timeout=EXIT_WAIT) if process is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
+        return {"probably": True} if code in (-9, 128 + 9) else {}
+
+    def _record(self, what: str, limit: str = "", **detail) -> None:
+        """Note what happened in the running cell, where it happened: a line in EVENTS."""
         if self.flags:
-            (Path(self.flags) / name).touch()
+            event = {"what": what, "cell": self._running, "limit": limit, **detail}
+            with open(Path(self.flags) / EVENTS, "a", encoding="utf-8") as file:
+                file.write(json.dumps(event) + "\n")
 
     def preprocess_cell(self, cell, resources, index):
         self._running = index
-        return super().preprocess_cell(cell, resources, index)
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:  # read now: nbclient lets the kernel's manager go after this
+            self._memory = self._memory_kill()
+            raise
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep an output while its cell and the notebook are under their caps (check records
@@ -207,7 +245,7 @@ class SandboxedExecute(Execute):
             return super().output(outs, msg, display_id, cell_index)
         if used <= cap and not is_record:  # the first output over a cap: say so, once
             self._output_bytes[key] = cap + 1
-            self._flag(OUTPUT)
+            self._record(OUTPUT_CUT, OUTPUT)
             whose = "of output" if used + size > cap else "of output in the whole notebook"
             limit = cap if used + size > cap else total_cap
             note = f"\n[the grader kept only the first {limit:,} bytes {whose}]\n"
@@ -238,11 +276,20 @@ def mark_unrun(nb, index: int, why: str) -> None:
 
 
 def flags_folder(job: dict) -> Path:
-    """Where the executor notes a limit it saw (one empty file per kind): the worker's own
-    folder, out of the sandboxed kernel's reach."""
+    """Where the executor records what happened (EVENTS): the worker's own folder, out of the
+    sandboxed kernel's reach."""
     folder = Path(job["workdir"]) / "flags"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def read_events(folder: Path) -> list[dict]:
+    """What the executor recorded in ``folder`` (EVENTS), in order; [] if nothing happened."""
+    try:
+        lines = (folder / EVENTS).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def kernel_environment(job: dict) -> dict[str, str]:
@@ -289,6 +336,7 @@ def configure_kernel(config, job: dict) -> None:
     config.SandboxedExecute.kernel_name = KERNEL_NAME
     config.SandboxedExecute.kernel_cwd = str(home / "work")
     config.SandboxedExecute.flags = str(flags_folder(job))
+    config.SandboxedExecute.group = job.get("group") or {}
     config.SandboxedExecute.timeout = job["timeout"]
     config.SandboxedExecute.iopub_timeout = IOPUB_TIMEOUT
     config.SandboxedExecute.startup_timeout = KERNEL_STARTUP_TIMEOUT
@@ -333,11 +381,14 @@ def grade_in_worker(job: dict) -> dict:
     )
     tests, hidden = test_cells(release), job.get("hidden", {})
     numbers = exercise_numbers(release)
-    feedback, timeouts, records = read_feedback(graded, tests, job["timeout"], hidden, numbers)
-    notes = kernel_notes(graded) + notes
+    events = read_events(flags_folder(job))
+    events += later_oom_kills(job, events)
+    feedback, timeouts, records = read_feedback(
+        graded, tests, job["timeout"], hidden, numbers, events
+    )
+    notes = kernel_notes(graded, events) + notes + process_kill_notes(events)
     if timeouts:
         notes.insert(0, f"timed out after {job['timeout']} s: {', '.join(timeouts)}")
-    flagged = {p.name for p in flags_folder(job).iterdir()}
     return {
         "status": GRADED,
         "reason": "; ".join(notes),
@@ -345,7 +396,7 @@ def grade_in_worker(job: dict) -> dict:
         "feedback": feedback,
         "records": records,
         "forbidden": uses,
-        "limits": limits_hit(graded, bool(timeouts), flagged),
+        "limits": limits_hit(graded, events),
         "answers": answer_digests(nb, release),
     }
 
@@ -375,12 +426,33 @@ def answer_digests(nb, release) -> dict[str, str]:
     return found
 
 
-def limits_hit(nb, timed_out: bool, flagged: set[str]) -> list[str]:
-    """The kinds of limit a graded notebook ran into, from what happened: a cell interrupted
-    at --timeout, a MemoryError (or torch's failed allocation) anywhere, a thread or process
-    that could not start, the kernel killed as the out-of-memory killer does, output cut."""
-    kinds = {TIME} if timed_out else set()
-    kinds |= flagged & set(LIMIT_KINDS)
+def later_oom_kills(job: dict, events: list[dict]) -> list[dict]:
+    """An event for the OOM kills the hand-in's group counts where no kernel death recorded
+    them (a process it started, killed while its kernel lived on); read while the group is
+    there (the grader removes it after the worker)."""
+    if any(e["limit"] == MEMORY for e in events) or not job.get("group"):
+        return []
+    kills = oom_kills(Group(**job["group"]))
+    return [{"what": PROCESSES_KILLED, "cell": -1, "limit": MEMORY, "oom_kills": kills}] * bool(
+        kills
+    )
+
+
+def process_kill_notes(events: list[dict]) -> list[str]:
+    """The reason's note on processes the out-of-memory killer ended, the kernel living on."""
+    return [
+        f"the out-of-memory killer ended {e['oom_kills']} of its processes at its memory cap"
+        for e in events
+        if e["what"] == PROCESSES_KILLED
+    ]
+
+
+def limits_hit(nb, events: list[dict]) -> list[str]:
+    """The kinds of limit a graded notebook ran into: those the executor recorded where they
+    happened (a cell past --timeout, the kernel or a process killed for memory, output cut),
+    and a MemoryError (or torch's failed allocation) or a thread or process that could not
+    start in a cell's error."""
+    kinds = {e["limit"] for e in events} & set(LIMIT_KINDS)
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") != "error":
@@ -527,14 +599,18 @@ def restored_cells(nb, release, db_url: str, lab: str) -> list[str]:
     return notes + [f"restored deleted cells: {', '.join(deleted)}"] * bool(deleted)
 
 
-def kernel_notes(nb) -> list[str]:
-    """A note naming the cell the kernel died in, if it died."""
-    for index, cell in enumerate(nb.cells, start=1):
-        for output in cell.get("outputs", []):
-            if output.get("ename") == KERNEL_DIED and output.get("evalue", "").startswith("the"):
-                where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
-                return [f"the kernel died in {where}; the cells after it did not run"]
+def kernel_notes(nb, events: list[dict]) -> list[str]:
+    """A note naming the cell the kernel died in, if it died (an event, not a cell's text)."""
+    for event in events:
+        if event["what"] == DIED and 0 <= event["cell"] < len(nb.cells):
+            where = cell_name(nb.cells[event["cell"]], event["cell"])
+            return [f"the kernel died in {where}; the cells after it did not run"]
     return []
+
+
+def cell_name(cell, index: int) -> str:
+    """A cell as the gradebook names it: its grade_id, else its place (``cell 3``)."""
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,34 +711,44 @@ def read_scores(db_url: str, lab: str) -> dict[str, float]:
 
 def read_feedback(
     nb, tests: dict[str, float], timeout: int, hidden: dict[str, str] | None = None,
-    numbers: dict[str, str] | None = None,
+    numbers: dict[str, str] | None = None, events: list[dict] | None = None,
 ):  # fmt: skip
     """Per test cell: its message and (truncated) output, the problems of the cells run since the
     previous test (an answer that raised or timed out), and its check records. Also the cells
     that timed out. ``hidden``: test -> its cell as handed out, for each test cell with hidden
-    tests, whose output and errors are the instructor's (:func:`hidden_cell_audience`)."""
+    tests, whose output and errors are the instructor's (:func:`hidden_cell_audience`).
+    ``events``: what the executor recorded (EVENTS): which cell timed out, where the kernel
+    died and why; the first test cell at or after each is given its ``limit`` (kind, cell)."""
     hidden = hidden or {}
+    events = [e for e in events or [] if e.get("cell", -1) >= 0]
     feedback: dict[str, dict] = {}
     records: dict[str, list[dict]] = {}
     timeouts: list[str] = []
     before: list[str] = []
-    for index, cell in enumerate(nb.cells, start=1):
+    pending: dict | None = None  # a limit hit since the previous test cell
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        name = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
-        message = cell_message(cell, timeout, graded=name in tests)
-        if any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])):
-            timeouts.append(name)
+        name = cell_name(cell, index)
+        timed_out = [e for e in events if e["cell"] == index and e["what"] == TIMED_OUT]
+        died = any(e["what"] == DIED and e["cell"] <= index for e in events)
+        message = cell_message(cell, timeout, graded=name in tests, timed_out=timed_out)
+        timeouts += [name] * bool(timed_out)
+        for event in events:
+            if event["cell"] == index and event["limit"] in (TIME, MEMORY) and pending is None:
+                pending = limit_field(event, name)
         if name in tests:
             output = truncate(output_text(cell))
             feedback[name] = entry(message or PASSED, output=output, before=before)
-            if any(o.get("ename") == KERNEL_DIED for o in cell.get("outputs", [])):
-                feedback[name]["kernel_died"] = True
+            if pending:
+                feedback[name]["limit"], pending = pending, None
             if name in hidden:
                 feedback[name]["output_audience"] = INSTRUCTOR
                 if message:
                     exercise = (numbers or {}).get(name, ("", set()))
-                    audience, shown = hidden_cell_audience(cell, message, hidden[name], exercise)
+                    audience, shown = hidden_cell_audience(
+                        cell, message, hidden[name], exercise, bool(timed_out), died
+                    )
                     set_message(feedback[name], message, audience, shown)
             records[name] = cell_records(cell)
             before = []
@@ -671,14 +757,25 @@ def read_feedback(
     return feedback, timeouts, records
 
 
-def cell_message(cell, timeout: int, graded: bool) -> str:
-    """One line saying why a cell failed ("" if it did not): the CheckFailed text or a one-line
-    traceback (a stub), a timeout, the error's last line, or, in a test cell, stderr output
-    (nbgrader scores it as a failure)."""
+def limit_field(event: dict, name: str) -> dict:
+    """A test's ``limit`` field: the kind of limit its exercise hit, in which cell, and how
+    (the seconds of a timeout; a memory kill's OOM count, or "probably" without one)."""
+    keep = ("seconds", "ignored", "oom_kills", "probably")
+    return {"kind": event["limit"], "cell": name, **{k: event[k] for k in keep if k in event}}
+
+
+def cell_message(cell, timeout: int, graded: bool, timed_out: list[dict] | None = None) -> str:
+    """One line saying why a cell failed ("" if it did not): a timeout (``timed_out``: the
+    executor's events for this cell, never an error's name, which a hand-in can choose), the
+    CheckFailed text or a one-line traceback (a stub), the error's last line, or, in a test
+    cell, stderr output (nbgrader scores it as a failure)."""
     outputs = cell.get("outputs", [])
     errors = [o for o in outputs if o.output_type == "error"]
-    if any(e.get("ename") == "CellTimeoutError" for e in errors):
-        return f"timed out after {timeout} s and was interrupted"
+    if timed_out:
+        seconds = timed_out[0].get("seconds") or timeout
+        if any(e.get("ignored") for e in timed_out):
+            return f"timed out after {seconds} s, ran on when interrupted and was stopped"
+        return f"timed out after {seconds} s and was interrupted"
     if errors:
         name, value = errors[0].get("ename", "Error"), str(errors[0].get("evalue", ""))
         traceback = [ANSI.sub("", line) for line in errors[0].get("traceback", [])]
@@ -745,18 +842,20 @@ def exercise_numbers(release) -> dict[str, tuple[str, set]]:
 
 
 def hidden_cell_audience(
-    cell, message: str, handed_out: str, exercise: tuple[str, set] = ("", set())
-) -> tuple[str, str]:
+    cell, message: str, handed_out: str, exercise: tuple[str, set] = ("", set()),
+    timed_out: bool = False, died: bool = False,
+):  # fmt: skip
     """Who may read the failure ``message`` of a test cell with hidden tests, and what the
-    student reads instead where it is the instructor's. The grader's own words (a timeout, a
-    dead kernel) and a stub's note about a name of the visible checks are the student's; any
-    other error or stderr line the hand-in's code wrote, whose text may hold a hidden input,
-    is the instructor's."""
+    student reads instead where it is the instructor's. The grader's own words on a timeout
+    (``timed_out``, recorded where it happened) and a stub's note about a name of the visible
+    checks are the student's; a dead kernel (``died``) is told in the grader's words; any other
+    error or stderr line the hand-in's code wrote, whose text may hold a hidden input, is the
+    instructor's."""
     errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
     names = [str(e.get("ename", "")) for e in errors]
-    if "CellTimeoutError" in names and message.startswith("timed out"):
+    if timed_out:
         return outcomes.STUDENT, ""  # the grader's text, whatever the hand-in named its errors
-    if KERNEL_DIED in names:
+    if died:
         return INSTRUCTOR, "\u274c the kernel died while this exercise's tests ran"
     if stub_note(message, handed_out, exercise):
         return outcomes.STUDENT, ""

@@ -59,6 +59,7 @@ class Group:
     prefix: list[str] = field(default_factory=list)
     procs: list[str] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)
+    unit: str = ""  # systemd-run: the scope's unit name (``--user`` scopes start "--user ")
 
     def enter(self) -> str:
         """Shell code that moves the shell itself (and so all it starts) into the group."""
@@ -101,7 +102,11 @@ def make_group(limiter: Limiter, memory: int, tasks: int) -> Group:
         user = ["--user"] if limiter.kind.endswith("--user") else []
         props = [f"MemoryMax={memory}", "MemorySwapMax=0", f"TasksMax={tasks}"]
         options = [o for p in props for o in ("-p", p)]
-        return Group(["systemd-run", *user, "--scope", "--quiet", "--collect", *options, "--"])
+        # named, and not --collect: a scope the OOM killer ended stays loaded, "failed" with
+        # Result=oom-kill, until remove_group has read it (oom_kills) and reset it
+        unit = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}.scope"
+        prefix = ["systemd-run", *user, "--scope", "--quiet", f"--unit={unit}", *options, "--"]
+        return Group(prefix, unit=" ".join([*user, unit]))
     if not limiter.kind:
         return Group()
     name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -126,9 +131,73 @@ def _settings(kind: str, folders: list[Path], memory: int, tasks: int):
             (pids_folder / "pids.max", tasks)]  # fmt: skip
 
 
+def oom_kills(group: Group) -> int | None:
+    """How many of the group's processes the kernel's out-of-memory killer killed, from the
+    kernel's own count: cgroup v2's ``memory.events`` (``oom_kill``, ``oom_group_kill``), v1's
+    ``memory.oom_control`` (``oom_kill``, Linux 4.13 on; before it ``memory.failcnt``, the times
+    the group hit its cap), a systemd scope's cgroup or its ``Result=oom-kill``. None where the
+    group has no count to read: no limiter, or the group is already removed. Read it before
+    :func:`remove_group`."""
+    if group.unit:
+        return _scope_oom_kills(group.unit.split())
+    counts = [n for n in map(folder_oom_kills, map(Path, group.folders)) if n is not None]
+    return sum(counts) if counts else None
+
+
+def folder_oom_kills(folder: Path) -> int | None:
+    """The OOM kills a cgroup folder (v2, or v1's memory hierarchy) counts; None if none does."""
+    for name in ("memory.events", "memory.oom_control"):
+        counts = _keyed_counts(folder / name)
+        if "oom_kill" in counts or "oom_group_kill" in counts:
+            return max(counts.get("oom_kill", 0), counts.get("oom_group_kill", 0))
+    try:
+        return int((folder / "memory.failcnt").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _keyed_counts(path: Path) -> dict[str, int]:
+    """A cgroup file of ``key value`` lines as numbers ({} if it cannot be read)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    pairs = (line.split() for line in lines)
+    return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+
+
+def _scope_oom_kills(unit: list[str]) -> int | None:
+    """A systemd scope's OOM kills: its cgroup's count while it has one, else 1 for a scope
+    that ended with ``Result=oom-kill`` and 0 for one that ended otherwise (systemd unloads a
+    scope that did not fail)."""
+    show = ["systemctl", *unit[:-1], "show", unit[-1], "--property=LoadState,Result,ControlGroup"]
+    try:
+        done = subprocess.run(show, capture_output=True, text=True, timeout=PROBE_SECONDS)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    props = dict(line.partition("=")[::2] for line in done.stdout.splitlines())
+    if props.get("LoadState") != "loaded":
+        return 0
+    path = props.get("ControlGroup") or None
+    folders = [_folder_of("cgroup2", "", path), _folder_of("cgroup", "memory", path)]
+    counted = [n for n in (folder_oom_kills(f) for f in folders if f) if n is not None]
+    if counted and max(counted) > 0:
+        return max(counted)
+    return 1 if props.get("Result") == "oom-kill" else 0
+
+
 def remove_group(group: Group) -> None:
     """Kill whatever is still in the group, then remove its folders (a few tries while the
-    kernel reaps the killed)."""
+    kernel reaps the killed); a systemd scope that failed is reset, which unloads it."""
+    if group.unit:
+        *user, unit = group.unit.split()
+        reset = ["systemctl", *user, "reset-failed", unit]
+        try:
+            subprocess.run(reset, capture_output=True, timeout=PROBE_SECONDS)
+        except (OSError, subprocess.SubprocessError):  # gone already, or no systemctl
+            pass
     for folder in map(Path, group.folders):
         for _ in range(50):
             try:

@@ -65,8 +65,10 @@ def with_forbidden(result: Result, uses: dict, lab: Lab, forbid: bool) -> Result
 
 
 def with_limits(result: Result, settings: Settings) -> Result:
-    """The row with the exercise whose kernel was killed as the out-of-memory killer does told
-    so, in the student's feedback and the instructor's (the memory limit and how to raise it)."""
+    """The row with the exercise whose kernel was killed for memory (its ``limit`` field, set
+    where the kernel died: the OOM kills its group counted, or "probably" where no group counts
+    them) told so, in the student's feedback and the instructor's, with the limit and how to
+    raise it."""
     if result.status != GRADED or MEMORY not in result.limits:
         return result
     box = settings.sandbox
@@ -76,10 +78,14 @@ def with_limits(result: Result, settings: Settings) -> Result:
     elif box:
         limit = f" (the limit: {sandboxes.format_memory(box.memory)}; --memory raises it)"
     for info in result.feedback.values():
-        if info.get("kernel_died"):
+        hit = info.get("limit") or {}
+        if hit.get("kind") == MEMORY and (hit.get("oom_kills") or hit.get("probably")):
             message = f"\u274c the kernel ran out of memory while this ran and was killed{limit}"
-            set_message(info, message)
             note = f"ran out of memory{limit}"
+            if hit.get("probably"):  # a SIGKILL, as the OOM killer sends; no group counted it
+                message = f"\u274c the kernel was killed while this ran, probably for memory{limit}"
+                note = f"probably ran out of memory (killed; no limiter counts OOM kills){limit}"
+            set_message(info, message)
             result.reason = one_line("; ".join([note, result.reason]).strip("; "), MAX_REASON_CHARS)
             break
     return result
