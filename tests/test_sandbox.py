@@ -422,6 +422,7 @@ def one_hot(ids, vocab_size):
     display({{"text/plain": "y" * {size}}}, raw=True)  # one message of about that many bytes
     return torch.eye(vocab_size)[ids]"""
 
+FILLER_FILES = 96  # of 4 MiB each: the disk filler tries 16x the total cap
 FILLER = """from pathlib import Path
 
 from ipykernel.connect import get_connection_file
@@ -435,7 +436,7 @@ for i in range({files}):
 
 def one_hot(ids, vocab_size):
     return torch.eye(vocab_size)[ids]"""
-HOST_CAP = 24 * 2**20  # the total cap for this run: the filler below writes 8 times as much
+HOST_CAP = 24 * 2**20  # the total cap for this run: the filler below tries 16 times as much
 
 
 class PeakUsage:
@@ -468,12 +469,12 @@ def capped(tmp_path_factory):
     hand_ins = {
         "message_under": MESSAGE.format(size=60 * 2**20),
         "message_over": MESSAGE.format(size=68 * 2**20),
-        "filler": FILLER.format(files=48, mib=4),  # 192 MiB
+        "filler": FILLER.format(files=FILLER_FILES, mib=4),  # 384 MiB
         "small_writer": FILLER.format(files=4, mib=4),  # 16 MiB
     }
     for name, source in hand_ins.items():
         save(answered(solved(lab()), ex3_answer=source), subs / f"{name}.ipynb")
-    blank = answered(lab(), ex1_answer=FILLER.format(files=48, mib=4).split("\n\n\n")[0])
+    blank = answered(lab(), ex1_answer=FILLER.format(files=FILLER_FILES, mib=4).split("\n\n\n")[0])
     save(blank, subs / "blank_filler.ipynb")
     box = sandbox.check_sandbox(2**31)
     settings = Settings(timeout=TIMEOUT, sandbox=box, threads=1, host_bytes=HOST_CAP)
@@ -503,9 +504,11 @@ def test_a_disk_filler_is_stopped_at_the_total_cap_and_the_class_goes_on(capped)
     )
     blank = rows["blank_filler"]
     assert sum(blank.scores.values()) == 0 and blank.reason.startswith("stopped: it wrote")
-    # stopped long before its 192 MiB were written (at most a few writes past the cap), and
-    # nothing is left once the run is over
-    assert HOST_CAP < capped["peak"] < 4 * HOST_CAP
+    # stopped long before its 384 MiB were written, and nothing is left once the run is over.
+    # The watch measures every POLL_SECONDS, so how far past the cap a writer gets depends on
+    # how busy the machine is (under 4x the cap on a quiet one; up to 7x seen with a full test
+    # run beside it): the bound is half of what it tried
+    assert HOST_CAP < capped["peak"] < FILLER_FILES * 4 * 2**20 // 2
     assert capped["left"] == []
 
 
