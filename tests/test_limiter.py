@@ -66,6 +66,28 @@ def test_a_systemd_run_whose_scope_does_not_hold_its_caps_is_named_and_not_used(
     )
 
 
+def test_the_systemd_probe_reads_the_caps_while_its_scope_is_there(tmp_path, monkeypatch):
+    # systemd removes a scope's group as soon as its last process ends: the caps must be read
+    # while the probe's shell still waits (read after it, they were gone under load, and a
+    # working user manager was reported as not delegating memory and pids)
+    fake = tmp_path / "systemd-run"
+    ended = tmp_path / "ended"
+    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\n"$@"\n'
+                    f"touch {ended}\n")  # fmt: skip
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(limiter, "_cgroup_v2", lambda: None)
+    monkeypatch.setattr(limiter, "_cgroup_v1", lambda: None)
+
+    def caps_of(text):  # as a scope holding the probe's caps reads, until it is gone
+        return {} if ended.exists() else {"memory": str(2**30), "pids": "16"}
+
+    monkeypatch.setattr(limiter, "caps_of", caps_of)
+    kind = "systemd-run" if os.geteuid() == 0 else "systemd-run --user"
+    assert limiter.find_limiter.__wrapped__() == limiter.Limiter(kind)
+    assert ended.exists()
+
+
 def test_a_systemd_run_with_no_manager_to_answer_is_passed_over(tmp_path, monkeypatch):
     fake = tmp_path / "systemd-run"
     fake.write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")

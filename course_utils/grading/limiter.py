@@ -253,6 +253,7 @@ def _systemd() -> Limiter | None:
         while (line := shell.stdout.readline()) not in ("", ".\n"):  # "": it ended, no scope
             text += line
         started = line == ".\n"
+        found = caps_of(text) if started else {}  # while the shell waits: its scope is there
         shell.stdin.close()
         shell.wait()
     except OSError:
@@ -262,7 +263,6 @@ def _systemd() -> Limiter | None:
         shell.kill()
     if not started:
         return None  # no manager answered
-    found = caps_of(text)
     missing = [c for c, cap in (("memory", memory), ("pids", tasks)) if found.get(c) != str(cap)]
     if missing:
         manager = "systemd's user manager" if "--user" in kind else "systemd"
