@@ -226,9 +226,12 @@ def test_the_hog_is_held_to_its_cap_and_the_guest_keeps_its_memory(guest, name):
             assert rows["honest"]["points"] == full, rows
         else:
             # the kernel killed some of the four at the cap, or (systemd before 253, as in
-            # Debian 12) systemd stopped the hand-in's whole scope at the first one killed
+            # Debian 12) systemd stopped the hand-in's whole scope at the first one killed; either
+            # way the group's count of OOM kills, which the grader reads, says so
             hog = report["hog"]
             assert "-9" in hog["stdout"] or hog["code"] == -15, hog
+            assert hog["oom_kills"] and hog["oom_kills"] >= 1, hog
+            assert report["forker"]["oom_kills"] == 0, report["forker"]
 
 
 @pytest.mark.parametrize("name", ["root", "user"])

@@ -85,6 +85,7 @@ def held() -> dict:
         started = time.monotonic()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+            kills = limiter.oom_kills(group)  # what the grader reads before it removes the group
         finally:
             lowest.stop.set()
             lowest.join()
@@ -95,6 +96,7 @@ def held() -> dict:
             "code": done.returncode,
             "lowest_available": lowest.memory,
             "most_processes": lowest.processes,
+            "oom_kills": kills,
             "seconds": round(time.monotonic() - started, 1),
         }
     report["forked"] = int(report["forker"]["stdout"] or -1)
