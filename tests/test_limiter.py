@@ -43,17 +43,23 @@ def test_the_groups_of_a_grader_killed_with_sigkill_are_removed_when_the_next_st
         limiter.remove_group(alive)
 
 
+def only_systemd_run(tmp_path: Path, monkeypatch, script: str) -> None:
+    """Make ``script`` the systemd-run on PATH and the only limiter the probes can find."""
+    fake = tmp_path / "systemd-run"
+    fake.write_text(script)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(limiter, "_cgroup_v2", lambda: None)
+    monkeypatch.setattr(limiter, "_cgroup_v1", lambda: None)
+
+
 def test_a_systemd_run_whose_scope_does_not_hold_its_caps_is_named_and_not_used(
     tmp_path, monkeypatch
 ):
     # a systemd-run that starts the command without a capped scope of its own, as a user
     # manager that was not delegated the memory controller does
-    fake = tmp_path / "systemd-run"
-    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(limiter, "_cgroup_v2", lambda: None)
-    monkeypatch.setattr(limiter, "_cgroup_v1", lambda: None)
+    script = '#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n'
+    only_systemd_run(tmp_path, monkeypatch, script)
     kind = "systemd-run" if os.geteuid() == 0 else "systemd-run --user"
     manager = "systemd" if os.geteuid() == 0 else "systemd's user manager"
     why = (f"{kind} runs but cannot cap here ({manager} does not delegate the memory and pids "
@@ -70,14 +76,9 @@ def test_the_systemd_probe_reads_the_caps_while_its_scope_is_there(tmp_path, mon
     # systemd removes a scope's group as soon as its last process ends: the caps must be read
     # while the probe's shell still waits (read after it, they were gone under load, and a
     # working user manager was reported as not delegating memory and pids)
-    fake = tmp_path / "systemd-run"
     ended = tmp_path / "ended"
-    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\n"$@"\n'
-                    f"touch {ended}\n")  # fmt: skip
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(limiter, "_cgroup_v2", lambda: None)
-    monkeypatch.setattr(limiter, "_cgroup_v1", lambda: None)
+    script = f'#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\n"$@"\ntouch {ended}\n'
+    only_systemd_run(tmp_path, monkeypatch, script)
 
     def caps_of(text):  # as a scope holding the probe's caps reads, until it is gone
         return {} if ended.exists() else {"memory": str(2**30), "pids": "16"}
@@ -89,12 +90,9 @@ def test_the_systemd_probe_reads_the_caps_while_its_scope_is_there(tmp_path, mon
 
 
 def test_a_systemd_run_with_no_manager_to_answer_is_passed_over(tmp_path, monkeypatch):
-    fake = tmp_path / "systemd-run"
-    fake.write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(limiter, "_cgroup_v2", lambda: None)
-    monkeypatch.setattr(limiter, "_cgroup_v1", lambda: None)
+    only_systemd_run(
+        tmp_path, monkeypatch, "#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n"
+    )
     assert limiter.find_limiter.__wrapped__() == limiter.Limiter()
 
 
